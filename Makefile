@@ -1,0 +1,52 @@
+# Every target bootstraps .venv (idempotently) and the system tools it needs.
+#   make layers ARGS="--duration 5"   the main job: bench layers
+#   make test                         the whole test suite (what CI runs)
+#   make docs / make serve-docs       the tutorial site
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+TOOLS  := scripts/ensure-tools.sh
+
+.PHONY: venv tools layers bench test lint docs serve-docs exercise clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python >= 3.11" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "error: Python >= 3.11 is required ($(PYTHON) is older)" >&2; exit 1; }
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV) || { echo "error: could not create $(VENV): install python3-venv" >&2; exit 1; }
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+tools:
+	@$(TOOLS) wrk curl
+
+layers: $(STAMP) tools
+	$(VENV)/bin/bench layers $(ARGS)
+
+bench: $(STAMP) tools
+	$(VENV)/bin/bench $(ARGS)
+
+test: $(STAMP)
+	@$(TOOLS) wrk curl h2load redis-server
+	$(PY) -m pytest $(ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check toyservers apps bench tests
+	$(VENV)/bin/mypy
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
+serve-docs: $(STAMP)
+	$(VENV)/bin/mkdocs serve -a 127.0.0.1:8001
+
+exercise: $(STAMP)
+	@[ -n "$(N)" ] || { echo "usage: make exercise N=<lesson number>" >&2; exit 2; }
+	$(PY) -m pytest -q lessons/exercises/$(N)* -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) build *.egg-info site .pytest_cache .mypy_cache .ruff_cache

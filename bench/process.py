@@ -1,0 +1,175 @@
+"""Start a server as a subprocess on a free port, wait until it answers, stop its whole tree.
+
+Shared by ``bench`` and the tests: readiness is polled (a TCP connect every few ms until a
+deadline), never slept; stopping sends SIGTERM to the process and all its children (granian
+and gunicorn fork workers), then SIGKILL to whatever is left after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import psutil
+
+
+class ServerStartError(RuntimeError):
+    """The server exited or never accepted a connection; the message ends with its log tail."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now (the kernel's pick for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None
+                  ) -> None:
+    """Poll until ``host:port`` accepts a TCP connection.
+
+    Raises:
+        TimeoutError: nothing accepted within ``timeout`` seconds.
+        ChildProcessError: ``proc`` exited first.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise ChildProcessError(f"exited with status {proc.returncode}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"nothing accepted on {host}:{port} in {timeout:g} s") from None
+            time.sleep(0.02)  # polling interval, not synchronisation
+
+
+def kill_tree(pid: int, grace: float = 5.0) -> None:
+    """SIGTERM ``pid`` and its descendants; SIGKILL what is still alive after ``grace`` seconds."""
+    try:
+        parent = psutil.Process(pid)
+        procs = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+
+
+def tree_rss(pid: int) -> int:
+    """Resident set size of ``pid`` and all its descendants, bytes (0 if it is gone)."""
+    try:
+        parent = psutil.Process(pid)
+        procs = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+class ServerProcess:
+    """A server subprocess: ``with ServerProcess(argv, port=p) as server: ...``.
+
+    Output (stdout and stderr) goes to a log file; ``log_tail()`` returns its last lines.
+    ``cpu`` pins the server (and the children it forks) to that CPU with ``taskset``-like
+    affinity. Entering waits up to ``startup_timeout`` seconds for the port to accept.
+
+    Raises:
+        ServerStartError: on enter, when the server exits or never listens.
+    """
+
+    def __init__(self, argv: Sequence[str], *, host: str = "127.0.0.1", port: int,
+                 cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
+                 cpu: int | None = None, startup_timeout: float = 20.0,
+                 log_path: Path | None = None) -> None:
+        self.argv = list(argv)
+        self.host = host
+        self.port = port
+        self.cwd = cwd
+        self.env = env
+        self.cpu = cpu
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        if log_path is None:
+            handle, name = tempfile.mkstemp(prefix="server-", suffix=".log")
+            os.close(handle)
+            log_path = Path(name)
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "server not started"
+        return self.proc.pid
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}
+        cpu = self.cpu
+
+        def pin() -> None:
+            if cpu is not None:
+                os.sched_setaffinity(0, {cpu})
+
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.cwd, env=env, preexec_fn=pin if cpu is not None else None,
+            )
+        try:
+            wait_for_port(self.host, self.port, self.startup_timeout, self.proc)
+        except (TimeoutError, ChildProcessError) as exc:
+            self.stop()
+            raise ServerStartError(f"{exc}\n{self.log_tail()}") from None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            kill_tree(self.proc.pid)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def rss(self) -> int:
+        """RSS of the server's whole process tree, bytes."""
+        return tree_rss(self.pid)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> ServerProcess:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

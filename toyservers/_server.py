@@ -1,0 +1,218 @@
+"""What every toy server does around its protocol class: listen, lifespan, shut down gracefully.
+
+Each server module defines an ``asyncio.Protocol`` subclass that takes a ``ServerState`` and
+implements ``shutdown()``; its ``serve()`` hands that class to ``serve_protocol`` and its
+``run()`` calls ``run_server``. This module holds only what is truly the same for all of them:
+
+- ``ServerState``: what the connections of one server share (app, config, the lifespan
+  ``state`` dict, the live connections and ASGI tasks, the cached ``Date``/``Server`` headers).
+- ``serve_protocol``: lifespan startup, ``loop.create_server``, a once-a-second tick that
+  refreshes the ``Date`` header, and graceful shutdown on SIGINT/SIGTERM: stop accepting,
+  close idle keep-alive connections, let in-flight requests finish within
+  ``timeout_graceful_shutdown`` seconds, then lifespan shutdown.
+- ``run_server``: pick the event loop (uvloop when asked or available) and run until stopped.
+
+Compare with: uvicorn/server.py (Server.serve, main_loop, on_tick, shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from email.utils import formatdate
+from typing import Any, Protocol
+
+from toyservers._types import ASGIApp, Headers
+from toyservers.config import Config
+from toyservers.lifespan import Lifespan, LifespanFailure
+
+logger = logging.getLogger("toyservers.error")
+
+SERVER_NAME = b"toyservers"
+
+
+class Connection(Protocol):
+    """What ``serve_protocol`` needs of a connection: to be asked to finish and close."""
+
+    def shutdown(self) -> None:
+        """Close now if idle; otherwise finish the request in flight and then close."""
+
+
+class ServerState:
+    """Shared by every connection of one server.
+
+    Attributes:
+        app: the ASGI application.
+        config: the settings.
+        lifespan_state: the lifespan ``state`` dict; copy it into each request scope.
+        connections: live connections (protocol objects add and remove themselves).
+        tasks: running ``run_asgi`` tasks (add, and discard when done).
+        default_headers: ``[(b"date", ...), (b"server", b"toyservers")]`` as ASGI headers.
+        default_headers_bytes: the same, already framed as ``name: value\\r\\n`` lines.
+        total_requests: requests started, for the access log and tests.
+    """
+
+    def __init__(self, app: ASGIApp, config: Config, lifespan_state: dict[str, Any]) -> None:
+        self.app = app
+        self.config = config
+        self.lifespan_state = lifespan_state
+        self.connections: set[Connection] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.total_requests = 0
+        self.default_headers: Headers = []
+        self.default_headers_bytes = b""
+        self.refresh_default_headers()
+
+    def refresh_default_headers(self) -> None:
+        """Recompute the ``Date`` header (RFC 9110 §6.6.1: IMF-fixdate), at most once a second."""
+        headers: Headers = []
+        if self.config.date_header:
+            headers.append((b"date", formatdate(time.time(), usegmt=True).encode("latin-1")))
+        if self.config.server_header:
+            headers.append((b"server", SERVER_NAME))
+        self.default_headers = headers
+        self.default_headers_bytes = b"".join(b"%s: %s\r\n" % pair for pair in headers)
+
+
+ProtocolFactory = Callable[[ServerState], asyncio.Protocol]
+
+
+def _ssl_context(config: Config) -> ssl.SSLContext | None:
+    if not (config.ssl_certfile and config.ssl_keyfile):
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile)
+    return context
+
+
+async def serve_protocol(
+    protocol_factory: ProtocolFactory,
+    app: ASGIApp,
+    config: Config,
+    *,
+    sock: socket.socket | None = None,
+    ready: Callable[[tuple[str, int]], object] | None = None,
+    shutdown: asyncio.Event | None = None,
+    name: str = "toyservers",
+) -> None:
+    """Serve ``app`` with connections made by ``protocol_factory`` until ``shutdown`` is set.
+
+    Args:
+        protocol_factory: called with the ``ServerState`` once per accepted connection.
+        sock: an already bound socket to serve on (tests bind port 0 and pass it); otherwise
+            ``config.host``/``config.port`` are bound.
+        ready: called with the bound ``(host, port)`` once the server accepts connections.
+        shutdown: set it to stop; when None, SIGINT and SIGTERM set it (main thread only).
+
+    Raises:
+        LifespanFailure: the app's lifespan startup failed; nothing was served.
+        OSError: the address could not be bound (for example, the port is in use).
+    """
+    loop = asyncio.get_running_loop()
+    lifespan = Lifespan(app, config.lifespan)
+    await lifespan.startup()
+    state = ServerState(app, config, lifespan.state)
+
+    if shutdown is None:
+        shutdown = asyncio.Event()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, shutdown.set)
+
+    def factory() -> asyncio.Protocol:
+        return protocol_factory(state)
+
+    ssl_context = _ssl_context(config)
+    try:
+        if sock is not None:
+            server = await loop.create_server(
+                factory, sock=sock, backlog=config.backlog, ssl=ssl_context
+            )
+        else:
+            server = await loop.create_server(
+                factory, config.host, config.port, backlog=config.backlog, ssl=ssl_context
+            )
+    except BaseException:
+        await lifespan.shutdown()
+        raise
+    host, port = server.sockets[0].getsockname()[:2]
+    scheme = "https" if ssl_context else "http"
+    logger.info("%s running on %s://%s:%d (Press CTRL+C to quit)", name, scheme, host, port)
+    if ready is not None:
+        ready((host, port))
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            state.refresh_default_headers()
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await shutdown.wait()
+    finally:
+        ticker.cancel()
+        logger.info("shutting down")
+        server.close()
+        for connection in list(state.connections):
+            connection.shutdown()
+        await _drain(state, config.timeout_graceful_shutdown)
+        await lifespan.shutdown()
+
+
+async def _drain(state: ServerState, timeout: float | None) -> None:
+    """Wait for connections to close and tasks to end; past ``timeout`` seconds, cancel them."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while state.connections or state.tasks:
+        if deadline is not None and time.monotonic() >= deadline:
+            logger.warning("graceful shutdown timed out; cancelling %d tasks", len(state.tasks))
+            for task in list(state.tasks):
+                task.cancel()
+            for connection in list(state.connections):
+                transport = getattr(connection, "transport", None)
+                if transport is not None:
+                    transport.abort()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*state.tasks, return_exceptions=True)
+            return
+        await asyncio.sleep(0.05)
+
+
+def new_event_loop_factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """``"uvloop"``: uvloop (ImportError if missing); ``"auto"``: uvloop if installed; else asyncio."""
+    if loop in ("uvloop", "auto"):
+        try:
+            import uvloop
+        except ImportError:
+            if loop == "uvloop":
+                raise
+        else:
+            return uvloop.new_event_loop  # type: ignore[no-any-return]
+    return asyncio.new_event_loop
+
+
+def run_server(serve: Callable[..., Awaitable[None]], app: ASGIApp, config: Config) -> None:
+    """Block running ``serve(app, config)`` on the configured loop; exit with a clear message.
+
+    Exits the process (``SystemExit``) with status 3 when lifespan startup fails and 1 when the
+    address cannot be bound, printing one line, as uvicorn does.
+    """
+    factory = new_event_loop_factory(config.loop)
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(serve(app, config))
+    except LifespanFailure as exc:
+        logger.error("application startup failed: %s", exc)
+        sys.exit(3)
+    except OSError as exc:
+        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        pass

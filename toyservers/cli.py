@@ -1,0 +1,109 @@
+"""``toyserve module:app --server NAME``: run an ASGI app on one of our servers.
+
+Flags carry uvicorn's names and defaults where they mean the same thing, so
+``toyserve main:app --port 8000 --loop uvloop --no-access-log`` reads like the uvicorn line.
+User mistakes (a bad ``module:app``, a port in use, a failed lifespan startup) end with one
+line on stderr and a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+import click
+
+from toyservers.config import Config
+from toyservers.registry import SERVERS
+
+TOY_SERVERS = [name for name, spec in SERVERS.items() if spec.kind == "toy"]
+LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]
+
+
+class AppImportError(Exception):
+    """``module:attr`` could not be turned into an app; the message is the one line to show."""
+
+
+def import_from_string(target: str) -> Any:
+    """Import ``"package.module:attr.sub"`` and return the object.
+
+    Raises:
+        AppImportError: the string has no colon, the module cannot be imported, or the
+            attribute is missing.
+    """
+    module_name, _, attrs = target.partition(":")
+    if not module_name or not attrs:
+        raise AppImportError(f'app must look like "module:attribute", got "{target}"')
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise AppImportError(f'could not import module "{module_name}"') from exc
+        raise
+    for attr in attrs.split("."):
+        try:
+            obj = getattr(obj, attr)
+        except AttributeError:
+            raise AppImportError(
+                f'attribute "{attrs}" not found in module "{module_name}"'
+            ) from None
+    return obj
+
+
+def configure_logging(level: str, access_log: bool) -> None:
+    """Log lines like uvicorn's (``INFO:     message``) on stderr."""
+    numeric = 5 if level == "trace" else getattr(logging, level.upper())
+    logging.basicConfig(format="%(levelname)-9s %(message)s", level=numeric, stream=sys.stderr)
+    logging.getLogger("toyservers.access").disabled = not access_log
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("app")
+@click.option("--server", type=click.Choice(TOY_SERVERS), default="toy-httptools",
+              show_default=True, help="Which toy server to run.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind to this address.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Bind to this port.")
+@click.option("--loop", type=click.Choice(["auto", "asyncio", "uvloop"]), default="auto",
+              show_default=True, help="Event loop implementation.")
+@click.option("--lifespan", type=click.Choice(["auto", "on", "off"]), default="auto",
+              show_default=True, help="ASGI lifespan protocol.")
+@click.option("--timeout-keep-alive", default=5.0, show_default=True, type=float,
+              help="Close keep-alive connections idle this many seconds.")
+@click.option("--timeout-graceful-shutdown", default=30.0, show_default=True, type=float,
+              help="Seconds in-flight requests get to finish on shutdown.")
+@click.option("--limit-concurrency", default=None, type=int,
+              help="Most connections at once; beyond it, 503.")
+@click.option("--backlog", default=2048, show_default=True, type=int, help="listen() backlog.")
+@click.option("--root-path", default="", help="ASGI root_path for an app mounted below a prefix.")
+@click.option("--access-log/--no-access-log", default=True, show_default=True,
+              help="Log one line per request.")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
+@click.option("--app-dir", default=".", show_default=True,
+              help="Look for APP in this directory (put on sys.path).")
+def main(app: str, server: str, host: str, port: int, loop: str, lifespan: str,
+         timeout_keep_alive: float, timeout_graceful_shutdown: float,
+         limit_concurrency: int | None, backlog: int, root_path: str, access_log: bool,
+         log_level: str, app_dir: str) -> None:
+    """Serve the ASGI app APP ("module:attribute") with one of the toy servers."""
+    configure_logging(log_level, access_log)
+    sys.path.insert(0, os.path.abspath(app_dir))
+    try:
+        asgi_app = import_from_string(app)
+    except AppImportError as exc:
+        raise click.ClickException(str(exc)) from None
+    config = Config(
+        host=host, port=port, loop=loop,  # type: ignore[arg-type]
+        lifespan=lifespan,  # type: ignore[arg-type]
+        timeout_keep_alive=timeout_keep_alive,
+        timeout_graceful_shutdown=timeout_graceful_shutdown,
+        limit_concurrency=limit_concurrency, backlog=backlog, root_path=root_path,
+        access_log=access_log, log_level=log_level,
+    )
+    SERVERS[server].load().run(asgi_app, config)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""One settings object for every toy server, with uvicorn's names and defaults.
+
+Where uvicorn has the setting (``uvicorn.config.Config``) the name and default are the same,
+so ``toyserve`` flags read like ``uvicorn`` flags. Settings uvicorn lacks (the request-size
+limits and the slow-client deadlines) are named after what they bound, with units in the name's
+docstring: sizes in bytes, times in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+LoopName = Literal["auto", "asyncio", "uvloop"]
+LifespanMode = Literal["auto", "on", "off"]
+
+
+@dataclass
+class Config:
+    """Settings shared by every server in ``toyservers``.
+
+    Attributes:
+        host, port: where to listen (``port=0`` picks a free port; see ``ready``).
+        backlog: ``listen()`` backlog, connections (uvicorn: 2048).
+        loop: ``"auto"`` (uvloop when installed), ``"asyncio"`` or ``"uvloop"``.
+        lifespan: ASGI lifespan protocol: ``"auto"`` (use it if the app supports it),
+            ``"on"`` (a failure is fatal), ``"off"``.
+        timeout_keep_alive: idle time allowed between requests on a keep-alive connection,
+            seconds (uvicorn: 5).
+        timeout_headers: time allowed from a request's first byte to the end of its header
+            block, seconds; a slow client past it gets 408 and is closed.
+        timeout_body: longest pause allowed while a request body arrives, seconds.
+        timeout_graceful_shutdown: on SIGINT/SIGTERM, how long in-flight requests may take
+            to finish, seconds (uvicorn's ``--timeout-graceful-shutdown``).
+        limit_concurrency: most connections at once; beyond it new requests get 503.
+        max_request_line: longest request line, bytes (longer: 414).
+        max_header_size: largest header block, bytes (larger: 431).
+        max_headers: most header fields (more: 431).
+        max_body_size: largest request body, bytes, or None for no limit (larger: 413).
+        workers: processes to pre-fork (1 = serve in this process).
+        access_log: log one line per request.
+        log_level: ``"critical" | "error" | "warning" | "info" | "debug" | "trace"``.
+        root_path: the ASGI ``root_path`` for an app mounted below a prefix.
+        server_header, date_header: send ``Server`` / ``Date`` response headers.
+        ssl_keyfile, ssl_certfile: PEM files; both set means TLS.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    backlog: int = 2048
+    loop: LoopName = "auto"
+    lifespan: LifespanMode = "auto"
+    timeout_keep_alive: float = 5.0
+    timeout_headers: float = 10.0
+    timeout_body: float = 30.0
+    timeout_graceful_shutdown: float | None = 30.0
+    limit_concurrency: int | None = None
+    max_request_line: int = 8 * 1024
+    max_header_size: int = 16 * 1024
+    max_headers: int = 100
+    max_body_size: int | None = None
+    workers: int = 1
+    access_log: bool = True
+    log_level: str = "info"
+    root_path: str = ""
+    server_header: bool = True
+    date_header: bool = True
+    ssl_keyfile: str | None = None
+    ssl_certfile: str | None = None
