@@ -1,0 +1,48 @@
+"""Each workshop exercise's test passes on its solution and fails on its starter.
+
+``make exercise N=<n>`` runs ``lessons/exercises/<nn>-*/test_exercise.py`` against the starter,
+where the student fills the gap. This proves the test can tell the two apart: it runs in a
+subprocess with ``EXERCISE_IMPL=solution`` (must pass) and ``EXERCISE_IMPL=starter`` (must
+report failing tests, not crash in collection).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = sorted(p.parent for p in (ROOT / "lessons" / "exercises").glob("*/test_exercise.py"))
+
+
+def run_exercise(directory: Path, impl: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(directory)],
+        cwd=ROOT, env={**os.environ, "EXERCISE_IMPL": impl}, capture_output=True, text=True,
+        timeout=120,
+    )
+
+
+def test_there_is_an_exercise_per_written_lesson() -> None:
+    names = [p.name for p in EXERCISES]
+    assert len(names) >= 3, names
+    assert [n[:3] for n in names] == [f"{i:02d}-" for i in range(1, len(names) + 1)], names
+    for directory in EXERCISES:
+        assert (directory / "starter.py").is_file() and (directory / "solution.py").is_file()
+
+
+@pytest.mark.parametrize("directory", EXERCISES, ids=[p.name for p in EXERCISES])
+def test_solution_passes(directory: Path) -> None:
+    result = run_exercise(directory, "solution")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("directory", EXERCISES, ids=[p.name for p in EXERCISES])
+def test_starter_fails_with_failing_tests(directory: Path) -> None:
+    result = run_exercise(directory, "starter")
+    assert result.returncode == 1, result.stdout + result.stderr  # 1: tests ran and failed
+    assert "NotImplementedError" in result.stdout, "the failures should point at the gap"

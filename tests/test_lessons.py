@@ -1,0 +1,431 @@
+"""The tutorial's code runs and its pages hold together.
+
+- Every step program under ``lessons/code/`` is started as a subprocess on a free port and
+  sent real requests (raw sockets for the byte-level lessons, httpx for the rest).
+- The byte transcripts the pages show (``lessons/transcripts/``) are captured here from the
+  running step servers; the committed file must match the capture except for the ``Date``
+  value, so a page cannot show bytes the code no longer sends. Regenerate them with
+  ``UPDATE_TRANSCRIPTS=1 pytest tests/test_lessons.py -k transcript``.
+- Meta-tests: every ``--8<--`` include on a page resolves (file and named section), and every
+  step file is included by some page.
+- ``mkdocs build --strict`` runs, so ``make test`` covers the site build.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench.process import ServerProcess, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ROOT / "lessons"
+CODE = LESSONS / "code"
+TRANSCRIPTS = LESSONS / "transcripts"
+TIMEOUT = 10.0  # seconds, for every socket operation and HTTP call
+
+
+@contextmanager
+def step(relpath: str, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
+    """Run ``lessons/code/<relpath>`` with a free port as its argument; stop it afterwards."""
+    port = free_port()
+    argv = [sys.executable, str(CODE / relpath), str(port)]
+    with ServerProcess(argv, port=port, cwd=ROOT, env=env) as server:
+        yield server
+
+
+def connect(server: ServerProcess) -> socket.socket:
+    return socket.create_connection((server.host, server.port), timeout=TIMEOUT)
+
+
+def exchange(server: ServerProcess, data: bytes) -> bytes:
+    """Send ``data`` on a new connection and read until the server closes it."""
+    with connect(server) as sock:
+        sock.sendall(data)
+        return read_to_close(sock)
+
+
+def read_to_close(sock: socket.socket) -> bytes:
+    """Everything the peer sends until it closes (bounded by the socket's timeout)."""
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """Exactly one response framed by Content-Length, leaving the connection open."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed mid-head: {data!r}"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    match = re.search(rb"(?im)^content-length: *(\d+)\r?$", head)
+    assert match, f"no Content-Length in {head!r}"
+    while len(rest) < int(match.group(1)):
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed mid-body"
+        rest += chunk
+    return head + b"\r\n\r\n" + rest
+
+
+def split(response: bytes) -> tuple[int, dict[str, str], bytes]:
+    """(status code, {lower-cased name: value}, body) of one raw response."""
+    head, _, body = response.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(status_line.split(" ")[1]), headers, body
+
+
+def wait_for_log(server: ServerProcess, text: str, timeout: float = TIMEOUT) -> str:
+    """Poll the server's log until it contains ``text``; return the log tail."""
+    deadline = time.monotonic() + timeout
+    while text not in (tail := server.log_tail(200)):
+        assert time.monotonic() < deadline, f"{text!r} never appeared in the log:\n{tail}"
+        time.sleep(0.02)  # polling interval, not synchronisation
+    return tail
+
+
+def completion_order(server: ServerProcess, first: str, second: str) -> list[str]:
+    """Send GET ``first`` then GET ``second`` on two connections; return paths in the order
+    their responses completed. ``first`` is connected and sent before ``second`` connects."""
+    socks = []
+    for path in (first, second):
+        sock = connect(server)
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".encode())
+        socks.append((path, sock))
+    done: list[str] = []
+    lock = threading.Lock()
+
+    def read(path: str, sock: socket.socket) -> None:
+        with sock:
+            assert b" 200 " in read_to_close(sock).split(b"\r\n", 1)[0]
+        with lock:
+            done.append(path)
+
+    threads = [threading.Thread(target=read, args=pair) for pair in socks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=2 * TIMEOUT)
+    return done
+
+
+# --- lesson 1: bytes on a socket -----------------------------------------------------------
+
+
+def test_step1_echoes_the_bytes_back() -> None:
+    with step("01-bytes/step1_echo.py") as server, connect(server) as sock:
+        for data in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"\x00\xffnot http at all"):
+            sock.sendall(data)
+            received = b""
+            while len(received) < len(data):
+                chunk = sock.recv(65536)
+                assert chunk, "the echo server closed early"
+                received += chunk
+            assert received == data
+
+
+def test_step2_parses_the_request_line() -> None:
+    with step("01-bytes/step2_request_line.py") as server:
+        status, headers, body = split(exchange(server, b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"))
+        assert (status, body) == (200, b"you asked for GET /hello over HTTP/1.1\n")
+        assert headers["connection"] == "close"
+        assert headers["content-length"] == str(len(body))
+        for bad in (b"GET /hello\r\n\r\n", b"get / HTTP/1.1\r\n\r\n", b"GET / HTTP/2.0\r\n\r\n",
+                    b"GET  / HTTP/1.1\r\n\r\n", b"GET hello HTTP/1.1\r\n\r\n"):
+            assert split(exchange(server, bad))[0] == 400, bad
+        answer = httpx.get(f"{server.url}/a/b?c=d", timeout=TIMEOUT)
+        assert answer.text == "you asked for GET /a/b?c=d over HTTP/1.1\n"
+
+
+def test_step3_parses_the_header_fields() -> None:
+    with step("01-bytes/step3_headers.py") as server:
+        request = b"GET /headers HTTP/1.1\r\nHost: example\r\nX-Custom:  padded \r\n\r\n"
+        status, _, body = split(exchange(server, request))
+        assert (status, body) == (200, b"host: example\nx-custom: padded\n")
+        answer = httpx.get(f"{server.url}/", headers={"User-Agent": "lesson-test"},
+                           timeout=TIMEOUT)
+        assert answer.text == "hello, lesson-test: you asked for /\n"
+        for bad in (b"GET / HTTP/1.1\r\nHost : x\r\n\r\n",  # space before the colon
+                    b"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n  folded\r\n\r\n",
+                    b"GET / HTTP/1.1\r\nNo-Colon\r\nHost: x\r\n\r\n",
+                    b"GET / HTTP/1.1\r\n\r\n",  # HTTP/1.1 without Host
+                    b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"):
+            assert split(exchange(server, bad))[0] == 400, bad
+        assert split(exchange(server, b"GET / HTTP/1.0\r\n\r\n"))[0] == 200
+        huge = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 10_000 + b"\r\n\r\n"
+        assert split(exchange(server, huge))[0] == 431
+
+
+def test_step4_reads_a_content_length_body() -> None:
+    with step("01-bytes/step4_body.py") as server:
+        answer = httpx.post(f"{server.url}/echo", json={"id": 1}, timeout=TIMEOUT)
+        assert answer.status_code == 200
+        assert answer.json() == {"id": 1}
+        assert answer.headers["content-type"] == "application/json"
+        big = os.urandom(300_000)  # arrives in many TCP segments
+        assert httpx.post(f"{server.url}/echo", content=big, timeout=TIMEOUT).content == big
+        assert httpx.get(f"{server.url}/echo", timeout=TIMEOUT).status_code == 405
+        head = b"POST /echo HTTP/1.1\r\nHost: x\r\n"
+        cases = {
+            head + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n": 501,
+            head + b"Content-Length: abc\r\n\r\n": 400,
+            head + b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd": 400,
+            head + b"Content-Length: 2000000\r\n\r\n": 413,
+        }
+        for request, expected in cases.items():
+            assert split(exchange(server, request))[0] == expected, request
+
+
+def test_step5_keeps_the_connection_alive_and_answers_pipelined_requests_in_order() -> None:
+    with step("01-bytes/step5_keepalive.py") as server:
+        with connect(server) as sock:
+            for path in ("/one", "/two"):
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                status, headers, body = split(read_response(sock))
+                assert (status, body) == (200, f"GET {path}: 0 body bytes\n".encode())
+                assert headers["connection"] == "keep-alive"
+            # pipelined: three requests in one write, the last one asks to close
+            sock.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+                         b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+                         b"GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answers = read_to_close(sock)
+        bodies = [part.split(b"\r\n\r\n", 1)[1] for part in answers.split(b"HTTP/1.1 200 OK")[1:]]
+        assert bodies == [b"GET /a: 0 body bytes\n", b"hi", b"GET /c: 0 body bytes\n"]
+        # HTTP/1.0 closes unless asked otherwise
+        status, headers, _ = split(exchange(server, b"GET / HTTP/1.0\r\n\r\n"))
+        assert (status, headers["connection"]) == (200, "close")
+        with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+            assert [client.get(f"/{i}").text for i in range(3)] == [
+                f"GET /{i}: 0 body bytes\n" for i in range(3)]
+
+
+def test_step5_closes_an_idle_connection() -> None:
+    with step("01-bytes/step5_keepalive.py", env={"KEEP_ALIVE_SECONDS": "0.3"}) as server:
+        with connect(server) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert split(read_response(sock))[0] == 200
+            # no more requests: the server must close within the keep-alive time
+            assert sock.recv(65536) == b""
+
+
+# --- lesson 2: WSGI --------------------------------------------------------------------------
+
+
+def test_wsgi_step1_environ_and_body_iterable() -> None:
+    with step("02-wsgi/step1_hello.py") as server:
+        answer = httpx.post(f"{server.url}/?name=ada", content=b"12345", timeout=TIMEOUT)
+        assert answer.status_code == 200
+        assert answer.text.startswith("hello, ada\nthe request body had 5 bytes\n")
+        assert "PATH_INFO = '/'" in answer.text
+        assert "QUERY_STRING = 'name=ada'" in answer.text
+        assert httpx.get(f"{server.url}/count", timeout=TIMEOUT).text == "1\n2\n3\n4\n5\n"
+
+
+def test_wsgi_step2_routing_and_middleware() -> None:
+    with step("02-wsgi/step2_routing.py") as server:
+        answer = httpx.get(f"{server.url}/users/7", timeout=TIMEOUT)
+        assert (answer.status_code, answer.text) == (200, "user 7\n")
+        assert answer.headers["x-served-by"] == "lesson-2"
+        wait_for_log(server, "GET /users/7 200 OK 7 B")
+        assert httpx.get(f"{server.url}/", timeout=TIMEOUT).text == "home\n"
+        wrong_method = httpx.delete(f"{server.url}/", timeout=TIMEOUT)
+        assert (wrong_method.status_code, wrong_method.headers["allow"]) == (405, "GET")
+        assert httpx.get(f"{server.url}/nope", timeout=TIMEOUT).status_code == 404
+
+
+def test_wsgi_step3_blocking_server_serves_slow_before_fast() -> None:
+    with step("02-wsgi/step3_blocking.py", env={"SLOW_SECONDS": "1"}) as server:
+        answer = httpx.get(f"{server.url}/fast?x=1", timeout=TIMEOUT)
+        assert (answer.status_code, answer.text) == (200, "fast\n")
+        assert answer.headers["connection"] == "close"
+        # one connection at a time: /fast, sent while /slow sleeps, completes after it
+        assert completion_order(server, "/slow", "/fast") == ["/slow", "/fast"]
+
+
+# --- lesson 3: ASGI --------------------------------------------------------------------------
+
+
+def test_asgi_step1_scope_receive_send() -> None:
+    with step("03-asgi/step1_scope.py") as server:
+        answer = httpx.post(f"{server.url}/some/path?x=1", content=b"hello", timeout=TIMEOUT)
+        assert answer.status_code == 200
+        lines = answer.text.splitlines()
+        assert lines[0] == "type=http http_version=1.1"
+        assert lines[1] == "method=POST path=/some/path query_string=b'x=1'"
+        assert lines[-1] == "body: 5 bytes"
+        big = b"x" * 500_000  # several http.request messages with more_body=True
+        answer = httpx.post(f"{server.url}/", content=big, timeout=TIMEOUT)
+        assert answer.text.splitlines()[-1] == "body: 500000 bytes"
+
+
+def test_asgi_step2_routing_and_middleware() -> None:
+    with step("03-asgi/step2_routing.py") as server:
+        answer = httpx.get(f"{server.url}/users/7", timeout=TIMEOUT)
+        assert (answer.status_code, answer.text) == (200, "user 7\n")
+        assert answer.headers["x-served-by"] == "lesson-3"
+        wait_for_log(server, "GET /users/7 200 7 B")
+        wrong_method = httpx.post(f"{server.url}/users/7", timeout=TIMEOUT)
+        assert (wrong_method.status_code, wrong_method.headers["allow"]) == (405, "GET")
+        assert httpx.get(f"{server.url}/nope", timeout=TIMEOUT).status_code == 404
+
+
+def test_asgi_step3_slow_does_not_hold_fast_back() -> None:
+    with step("03-asgi/step3_slow.py", env={"SLOW_SECONDS": "1.5"}) as server:
+        assert httpx.get(f"{server.url}/fast", timeout=TIMEOUT).text == "fast\n"
+        assert completion_order(server, "/slow", "/fast") == ["/fast", "/slow"]
+        assert httpx.get(f"{server.url}/blocking", timeout=TIMEOUT).text == "blocking\n"
+
+
+def test_asgi_step4_lifespan_state_and_shutdown() -> None:
+    with step("03-asgi/step4_lifespan.py") as server:
+        wait_for_log(server, "lifespan: startup complete")
+        texts = [httpx.get(f"{server.url}/", timeout=TIMEOUT).text for _ in range(3)]
+        assert texts == [f"request {i} since startup\n" for i in (1, 2, 3)]
+    # leaving the block sent SIGTERM: uvicorn ran the lifespan shutdown before exiting
+    assert "lifespan: shutdown after 3 requests" in server.log_tail(50)
+
+
+# --- transcripts -------------------------------------------------------------------------------
+
+
+def render(parts: list[tuple[str, bytes]]) -> str:
+    """A byte transcript: each direction's bytes, CR and LF shown as ``\\r`` and ``\\n``."""
+    out = []
+    for who, data in parts:
+        arrow = ">>> client sends" if who == "client" else "<<< server sends"
+        out.append(f"{arrow} ({len(data)} bytes)")
+        for line in data.decode("latin-1").splitlines(keepends=True):
+            out.append("    " + line.replace("\r", "\\r").replace("\n", "\\n"))
+    return "\n".join(out) + "\n"
+
+
+def script_keepalive(server: ServerProcess) -> list[tuple[str, bytes]]:
+    first = b"GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    second = (b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 9\r\nConnection: close\r\n\r\n{\"id\": 1}")
+    with connect(server) as sock:
+        sock.sendall(first)
+        answer1 = read_response(sock)
+        sock.sendall(second)
+        answer2 = read_to_close(sock)
+    return [("client", first), ("server", answer1), ("client", second), ("server", answer2)]
+
+
+def script_get(path: str) -> Callable[[ServerProcess], list[tuple[str, bytes]]]:
+    def run(server: ServerProcess) -> list[tuple[str, bytes]]:
+        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+        return [("client", request), ("server", exchange(server, request))]
+    return run
+
+
+TRANSCRIPT_CASES = {
+    "01-keepalive.txt": ("01-bytes/step5_keepalive.py", script_keepalive),
+    "02-blocking-fast.txt": ("02-wsgi/step3_blocking.py", script_get("/fast")),
+    "03-uvicorn-routing.txt": ("03-asgi/step2_routing.py", script_get("/users/7")),
+}
+
+
+def without_date(text: str) -> str:
+    return re.sub(r"(?im)^(\s*date: )[^\\]*", r"\1<date>", text)
+
+
+@pytest.mark.parametrize("name", sorted(TRANSCRIPT_CASES))
+def test_transcript_matches_what_the_step_server_sends(name: str) -> None:
+    relpath, script = TRANSCRIPT_CASES[name]
+    with step(relpath) as server:
+        captured = render(script(server))
+    path = TRANSCRIPTS / name
+    if os.environ.get("UPDATE_TRANSCRIPTS") == "1":
+        path.write_text(captured)
+    assert path.exists(), f"{path} is missing: run with UPDATE_TRANSCRIPTS=1"
+    assert without_date(path.read_text()) == without_date(captured), (
+        f"{path.name} is stale: rerun with UPDATE_TRANSCRIPTS=1 and review the diff")
+
+
+def test_transcript_date_normalisation_only_touches_the_date() -> None:
+    text = "    Date: Sun, 06 Nov 1994 08:49:37 GMT\\r\\n\n    date: x\\r\\n\n    Host: h\\r\\n\n"
+    expected = "    Date: <date>\\r\\n\n    date: <date>\\r\\n\n    Host: h\\r\\n\n"
+    assert without_date(text) == expected
+
+
+# --- the pages hold together -----------------------------------------------------------------
+
+INCLUDE = re.compile(r'^\s*--8<-- "([^"]+)"\s*$', re.MULTILINE)
+
+
+def includes() -> list[tuple[Path, str, str | None]]:
+    """(page, included file, section or None) for every snippet include on every page."""
+    found = []
+    for page in sorted(LESSONS.rglob("*.md")):
+        for target in INCLUDE.findall(page.read_text()):
+            file, _, section = target.partition(":")
+            found.append((page, file, section or None))
+    return found
+
+
+def test_pages_include_something() -> None:
+    pages = {page.name for page, _, _ in includes()}
+    assert {"01-bytes-on-a-socket.md", "02-wsgi.md", "03-asgi.md"} <= pages
+
+
+def test_every_include_resolves_to_a_file_and_a_named_section() -> None:
+    problems = []
+    for page, file, section in includes():
+        path = ROOT / file
+        if not path.is_file():
+            problems.append(f"{page.name}: {file} does not exist")
+            continue
+        if section is not None:
+            text = path.read_text()
+            for marker in (f"--8<-- [start:{section}]", f"--8<-- [end:{section}]"):
+                if marker not in text:
+                    problems.append(f"{page.name}: {file} has no '{marker}'")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_step_file_and_exercise_is_included_by_a_page() -> None:
+    included = {(ROOT / file).resolve() for _, file, _ in includes()}
+    files = [*CODE.rglob("*.py"), *(LESSONS / "exercises").glob("*/starter.py")]
+    assert files, "no step files found"
+    orphans = [str(p.relative_to(ROOT)) for p in files if p.resolve() not in included]
+    assert not orphans, f"step files no page includes: {orphans}"
+
+
+def test_section_markers_come_in_pairs() -> None:
+    problems = []
+    for path in [*CODE.rglob("*.py"), *(LESSONS / "exercises").rglob("*.py")]:
+        text = path.read_text()
+        starts = re.findall(r"--8<-- \[start:(\w+)\]", text)
+        ends = re.findall(r"--8<-- \[end:(\w+)\]", text)
+        if sorted(starts) != sorted(ends) or len(set(starts)) != len(starts):
+            problems.append(f"{path.relative_to(ROOT)}: starts {starts}, ends {ends}")
+    assert not problems, "\n".join(problems)
+
+
+def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f",
+         str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = (tmp_path / "site" / "01-bytes-on-a-socket" / "index.html").read_text()
+    assert "parse_request_line" in page, "the snippet includes did not expand"
+    assert "--8&lt;--" not in page and "--8<--" not in page
