@@ -1,0 +1,44 @@
+"""Run one toy server with the hostile corpus' short deadlines and small body limit.
+
+``toyserve`` has no flags for the header/body deadlines or the body limit, so the tests start
+toy servers through this script instead: it builds a ``Config`` from the values in
+``corpus.py`` and calls the server module's ``run()``.
+
+Usage: ``python -m tests.hostile.launch SERVER APP PORT`` (for example
+``python -m tests.hostile.launch toy-h11 tests.support.echo_app:app 8123``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tests.hostile import corpus
+from toyservers.cli import configure_logging, import_from_string
+from toyservers.config import Config
+from toyservers.registry import get
+
+
+def hostile_config(port: int) -> Config:
+    """The Config every toy server gets in these tests: corpus limits, 1-second deadlines."""
+    return Config(
+        host="127.0.0.1", port=port, loop="auto", lifespan="auto",
+        timeout_keep_alive=float(corpus.TIMEOUT_KEEP_ALIVE),
+        timeout_headers=corpus.TIMEOUT_HEADERS, timeout_body=corpus.TIMEOUT_BODY,
+        timeout_graceful_shutdown=1.0,
+        max_request_line=corpus.MAX_REQUEST_LINE, max_header_size=corpus.MAX_HEADER_SIZE,
+        max_headers=corpus.MAX_HEADERS, max_body_size=corpus.MAX_BODY_SIZE,
+        access_log=False, log_level="warning",
+    )
+
+
+def main(argv: list[str]) -> None:
+    """Parse ``SERVER APP PORT`` and block serving; exits 2 on a usage error."""
+    if len(argv) != 3:
+        sys.exit("usage: python -m tests.hostile.launch SERVER MODULE:APP PORT")
+    server, app, port = argv
+    configure_logging("warning", access_log=False)
+    get(server).load().run(import_from_string(app), hostile_config(int(port)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
