@@ -26,7 +26,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from email.utils import formatdate
 from typing import Any, Protocol
 
@@ -186,7 +186,10 @@ async def _drain(state: ServerState, timeout: float | None) -> None:
 
 
 def new_event_loop_factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop]:
-    """``"uvloop"``: uvloop (ImportError if missing); ``"auto"``: uvloop if installed; else asyncio."""
+    """The event loop factory for ``loop``.
+
+    ``"uvloop"``: uvloop (ImportError if missing); ``"auto"``: uvloop if installed; else asyncio.
+    """
     if loop in ("uvloop", "auto"):
         try:
             import uvloop
@@ -194,11 +197,13 @@ def new_event_loop_factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop]
             if loop == "uvloop":
                 raise
         else:
-            return uvloop.new_event_loop  # type: ignore[no-any-return]
+            return uvloop.new_event_loop
     return asyncio.new_event_loop
 
 
-def run_server(serve: Callable[..., Awaitable[None]], app: ASGIApp, config: Config) -> None:
+def run_server(
+    serve: Callable[..., Coroutine[Any, Any, None]], app: ASGIApp, config: Config
+) -> None:
     """Block running ``serve(app, config)`` on the configured loop; exit with a clear message.
 
     Exits the process (``SystemExit``) with status 3 when lifespan startup fails and 1 when the

@@ -22,7 +22,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 Headers = list[tuple[bytes, bytes]]
-"""ASGI headers: (lowercased name, value) byte pairs, in the order received (ASGI spec, HTTP scope)."""
+"""ASGI headers: (lowercased name, value) byte pairs, in received order (ASGI spec, HTTP scope)."""
 
 Environ = dict[str, Any]
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]

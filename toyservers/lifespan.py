@@ -25,11 +25,11 @@ logger = logging.getLogger("toyservers.error")
 
 
 class LifespanFailure(Exception):
-    """Startup failed: the app sent ``lifespan.startup.failed`` or raised with ``--lifespan on``."""
+    """Startup failed: the app sent ``lifespan.startup.failed``, or raised with lifespan on."""
 
 
 class Lifespan:
-    """Drives one app's lifespan task: ``await startup()`` before serving, ``await shutdown()`` after.
+    """Drives one app's lifespan task: ``await startup()`` before serving, ``shutdown()`` after.
 
     ``state`` is the dict shared with request scopes (ASGI spec: lifespan state).
     Raises LifespanFailure from ``startup()`` when the server must not start.
@@ -54,7 +54,8 @@ class Lifespan:
         await self._queue.put({"type": "lifespan.startup"})
         await self._startup_done.wait()
         if self._failed_message is not None:
-            raise LifespanFailure(self._failed_message or "the app reported lifespan.startup.failed")
+            message = self._failed_message or "the app reported lifespan.startup.failed"
+            raise LifespanFailure(message)
         if self._error is not None and self.mode == "on":
             raise LifespanFailure(f"lifespan startup raised {self._error!r}")
 

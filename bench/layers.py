@@ -1,0 +1,690 @@
+"""``bench layers``: what each layer between the socket and FastAPI costs.
+
+The same POST/JSON request (``apps.user.SAMPLE_BODY``) goes through each layer in turn,
+bottom up, under wrk with the same connections, threads and duration:
+
+==========  ===========================  ==================================================
+layer       server                       app
+==========  ===========================  ==================================================
+axum        ``axum`` (Rust, tokio)       ``bench/axum``: the native ceiling, one thread
+asyncio     ``raw``                      ``apps/raw_user.py``: a Protocol, no interface
+asgi        ``--server`` and each of     ``apps/asgi_user.py``: pure ASGI
+            ``--compare``
+starlette   ``--server``                 ``apps/starlette_user.py``
+fastapi     ``--server``                 ``apps/fastapi_user.py``: a pydantic model
+==========  ===========================  ==================================================
+
+Method: each row starts its server fresh on a free port (pinned to one CPU, wrk to another),
+checks one real request comes back as the echoed JSON, runs a warm-up and then ``--runs``
+measured wrk runs while a thread samples the RSS of the server's process tree, and stops the
+whole tree. A row that fails is reported with its log tail and the run goes on.
+
+The "layer below" that µs added and % of below compare with: ``asgi`` rows compare with
+``asyncio``; ``starlette`` with the ``asgi`` row of the same server; ``fastapi`` with
+``starlette``. ``axum`` and ``asyncio`` have none: axum is a ceiling beside the stack.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import sys
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from apps.user import SAMPLE_BODY
+from bench import report
+from bench.machine import machine_info, package_versions, python_info, usable_cpus
+from bench.native import NativeBuild, ensure_axum
+from bench.process import ServerProcess, ServerStartError, free_port, tree_rss
+from bench.stats import pct_of_below, summarize, us_added, us_per_request
+from bench.wrk import (
+    POST_JSON,
+    WrkError,
+    WrkSummary,
+    find_wrk,
+    run_wrk,
+    wrk_command,
+    wrk_version,
+)
+from toyservers.registry import SERVERS, get
+
+DEFAULT_SERVER = "uvicorn"
+#: ``--compare`` by default: our fastest server's asgi row beside uvicorn's.
+DEFAULT_COMPARE = "toy-httptools"
+
+APPS = {
+    "asgi": "apps.asgi_user:app",
+    "starlette": "apps.starlette_user:app",
+    "fastapi": "apps.fastapi_user:app",
+}
+
+RowStatus = Literal["ok", "failed", "skipped"]
+
+#: Lines of a failed server's log shown in the terminal and kept in results.json.
+LOG_LINES = 15
+
+
+class UsageProblem(Exception):
+    """A user mistake: the message is the one line ``bench`` prints before exiting."""
+
+
+# --- what to run -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``bench layers`` was asked to do (durations in whole seconds)."""
+
+    connections: int = 10
+    threads: int = 1
+    duration: int = 10
+    warmup: int = 2
+    runs: int = 3
+    server: str = DEFAULT_SERVER
+    compare: tuple[str, ...] = (DEFAULT_COMPARE,)
+    axum: bool = True
+    pin: bool = True
+    server_cpu: int = 0
+    wrk_cpu: int = 1
+    host: str = "127.0.0.1"
+    port: int = 0
+    wrk_timeout: int = 2
+    startup_timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """One row to measure: a layer, the server under it, and the app (``module:attr``)."""
+
+    layer: str
+    server: str
+    app: str
+    description: str
+
+
+def plan_rows(settings: Settings) -> list[RowPlan]:
+    """The rows of the table, bottom up (see the module docstring)."""
+    spec = SERVERS[settings.server]
+    plans = []
+    if settings.axum:
+        plans.append(RowPlan("axum", "axum", "bench/axum", "Rust: axum + serde, one tokio thread"))
+    plans.append(RowPlan("asyncio", "raw", "apps.raw_user",
+                         "asyncio Protocol on uvloop, request split by hand"))
+    plans.append(RowPlan("asgi", spec.name, APPS["asgi"], f"pure ASGI app on {spec.description}"))
+    for name in settings.compare:
+        if name != settings.server:
+            other = SERVERS[name]
+            plans.append(RowPlan("asgi", other.name, APPS["asgi"],
+                                 f"pure ASGI app on {other.description}"))
+    plans.append(RowPlan("starlette", spec.name, APPS["starlette"], f"Starlette on {spec.name}"))
+    plans.append(RowPlan("fastapi", spec.name, APPS["fastapi"],
+                         f"FastAPI + pydantic on {spec.name}"))
+    return plans
+
+
+def server_argv(plan: RowPlan, host: str, port: int, axum_binary: Path | None) -> list[str]:
+    """The exact argv that serves ``plan``'s app on ``host:port``."""
+    if plan.layer == "axum":
+        if axum_binary is None:
+            raise ValueError("the axum row needs a built binary")
+        return [str(axum_binary), "--host", host, "--port", str(port)]
+    if plan.layer == "asyncio":
+        return [sys.executable, "-m", "apps.raw_user", "--host", host, "--port", str(port)]
+    return get(plan.server).command(plan.app, host, port)
+
+
+def below_of(plan: RowPlan, plans: list[RowPlan]) -> RowPlan | None:
+    """The row ``plan`` is compared with (module docstring), or None."""
+    wanted: tuple[str, str | None] | None = {
+        "asgi": ("asyncio", None),
+        "starlette": ("asgi", plan.server),
+        "fastapi": ("starlette", plan.server),
+    }.get(plan.layer)
+    if wanted is None:
+        return None
+    layer, server = wanted
+    for other in plans:
+        if other.layer == layer and (server is None or other.server == server):
+            return other
+    return None
+
+
+# --- what came out -------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One wrk run of a row: a warm-up or a measured run.
+
+    Attributes:
+        kind: ``"warmup"`` (not counted) or ``"measured"``.
+        command: wrk's exact argv.
+        summary: what the Lua hook reported, None when the run failed.
+        rss_peak_bytes: largest RSS of the server's process tree seen during the run, bytes.
+        error: why the run failed, else None.
+    """
+
+    kind: Literal["warmup", "measured"]
+    command: list[str]
+    summary: WrkSummary | None = None
+    rss_peak_bytes: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready: the fields, with the summary expanded and its RPS."""
+        return {
+            "kind": self.kind,
+            "command": self.command,
+            "summary": self.summary.to_json() if self.summary else None,
+            "rss_peak_bytes": self.rss_peak_bytes,
+            "error": self.error,
+        }
+
+
+@dataclass
+class RowResult:
+    """A measured (or failed, or skipped) row before its derived columns are computed."""
+
+    plan: RowPlan
+    status: RowStatus = "ok"
+    command: list[str] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    error: str | None = None
+    log_tail: str | None = None
+
+    @property
+    def measured(self) -> list[WrkSummary]:
+        """The summaries of the measured runs that completed."""
+        return [r.summary for r in self.runs if r.kind == "measured" and r.summary is not None]
+
+
+def _median(values: list[float]) -> float | None:
+    return summarize(values).median if values else None
+
+
+def row_json(result: RowResult, below: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``rows`` entry of results.json for one row.
+
+    Keys: ``layer``, ``server``, ``description``, ``app``, ``status``, ``error``,
+    ``log_tail``, ``command``; ``rps_median``, ``rps_runs``, ``rps_min``, ``rps_max`` (req/s),
+    ``spread_pct`` and ``spread_flag`` (> 10 %); ``p50_ms``, ``p90_ms``, ``p99_ms`` (median
+    over runs of each run's percentile, ms); ``errors`` (all kinds over all measured runs) and
+    ``errors_by_kind``; ``rss_peak_mb`` (10^6 bytes); ``us_per_request``, ``us_added``,
+    ``pct_of_below`` and ``below`` (``"layer/server"``), None where they do not apply;
+    ``runs`` (every run, warm-ups included).
+    """
+    plan = result.plan
+    summaries = result.measured
+    row: dict[str, Any] = {
+        "layer": plan.layer, "server": plan.server, "description": plan.description,
+        "app": plan.app, "status": result.status, "error": result.error,
+        "log_tail": result.log_tail, "command": result.command,
+        "rps_median": None, "rps_runs": [], "rps_min": None, "rps_max": None,
+        "spread_pct": None, "spread_flag": False, "p50_ms": None, "p90_ms": None,
+        "p99_ms": None, "errors": None, "errors_by_kind": None, "rss_peak_mb": None,
+        "us_per_request": None, "us_added": None, "pct_of_below": None,
+        "below": f"{below['layer']}/{below['server']}" if below else None,
+        "runs": [run.to_json() for run in result.runs],
+    }
+    if result.status != "ok" or not summaries:
+        return row
+    rps = [s.rps for s in summaries]
+    spread = summarize(rps)
+    by_kind = {kind: sum(s.errors[kind] for s in summaries) for kind in summaries[0].errors}
+
+    def latency_ms(key: str) -> float | None:
+        values = [v for s in summaries if (v := s.latency_us.get(key)) is not None]
+        median = _median(values)
+        return median / 1000 if median is not None else None
+
+    peak = max(r.rss_peak_bytes for r in result.runs if r.kind == "measured")
+    below_rps = below["rps_median"] if below else None
+    row.update({
+        "rps_median": spread.median, "rps_runs": rps, "rps_min": spread.minimum,
+        "rps_max": spread.maximum, "spread_pct": 100 * spread.spread,
+        "spread_flag": spread.flagged, "p50_ms": latency_ms("p50"),
+        "p90_ms": latency_ms("p90"), "p99_ms": latency_ms("p99"),
+        "errors": sum(by_kind.values()), "errors_by_kind": by_kind,
+        "rss_peak_mb": peak / 1e6 if peak else None,
+        "us_per_request": us_per_request(spread.median),
+        "us_added": us_added(spread.median, below_rps),
+        "pct_of_below": pct_of_below(spread.median, below_rps),
+    })
+    return row
+
+
+def rows_json(results: list[RowResult]) -> list[dict[str, Any]]:
+    """Every row's :func:`row_json`, each compared with its :func:`below_of` row."""
+    plans = [r.plan for r in results]
+    done: dict[RowPlan, dict[str, Any]] = {}
+    out = []
+    for result in results:
+        below_plan = below_of(result.plan, plans)
+        below = done.get(below_plan) if below_plan is not None else None
+        row = row_json(result, below)
+        done[result.plan] = row
+        out.append(row)
+    return out
+
+
+# --- the table -----------------------------------------------------------------------------
+
+HEADERS = ["Layer", "Server", "RPS", "min–max", "p50 ms", "p99 ms", "Errors", "RSS MB",
+           "µs/req", "µs added", "% of below"]
+RIGHT = [False, False, True, True, True, True, True, True, True, True, True]
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "–" if value is None else f"{value:{spec}}{suffix}"
+
+
+def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """The formatted cells of each row, in :data:`HEADERS` order.
+
+    A flagged spread marks the RPS with ``*``; a failed or skipped row says so in the RPS
+    column and leaves the rest empty.
+    """
+    cells = []
+    for row in rows:
+        if row["status"] != "ok" or row["rps_median"] is None:
+            cells.append([row["layer"], row["server"], row["status"], *["–"] * 8])
+            continue
+        flag = " *" if row["spread_flag"] else ""
+        signed = "+,.1f"
+        cells.append([
+            row["layer"], row["server"], f"{row['rps_median']:,.0f}{flag}",
+            f"{row['rps_min']:,.0f}–{row['rps_max']:,.0f}",
+            _fmt(row["p50_ms"], ".2f"), _fmt(row["p99_ms"], ".2f"), f"{row['errors']:,}",
+            _fmt(row["rss_peak_mb"], ".1f"), _fmt(row["us_per_request"], ".1f"),
+            _fmt(row["us_added"], signed), _fmt(row["pct_of_below"], ".1f", " %"),
+        ])
+    return cells
+
+
+def chart_data(rows: list[dict[str, Any]]) -> tuple[list[str], list[float], list[float],
+                                                     list[float]]:
+    """Labels, medians, minima and maxima of the rows that produced a number."""
+    ok = [r for r in rows if r["status"] == "ok" and r["rps_median"] is not None]
+    labels = [f"{r['layer']} ({r['server']})" for r in ok]
+    return (labels, [r["rps_median"] for r in ok], [r["rps_min"] for r in ok],
+            [r["rps_max"] for r in ok])
+
+
+def how_it_ran(data: dict[str, Any]) -> list[str]:
+    """The "how it ran" lines of the report, from results.json's content."""
+    s = data["settings"]
+    machine = data["machine"]
+    lines = [data["pinning"]["text"]]
+    lines.append(
+        f"wrk {data['wrk']['version']}: {s['threads']} thread(s), {s['connections']} "
+        f"connections, {s['duration_s']} s per run, {s['warmup_s']} s warm-up, "
+        f"{s['runs']} run(s) per row; RPS is the median, with min–max over runs"
+    )
+    lines.append(f"ASGI rows on {s['server']}; asgi rows compared: "
+                 + (", ".join(s["compare"]) if s["compare"] else "none"))
+    lines.append(data["axum"]["note"])
+    if data["axum"]["built"]:
+        lines.append("axum runs a current_thread tokio runtime: one thread, a one-core ceiling")
+    lines.append(f"machine: {machine['cpu_model']}, {machine['cores']} cores; "
+                 f"Python {data['python']['version']}; {data['date']}")
+    lines.append("µs added and % of below compare asgi with asyncio, starlette with asgi on "
+                 "the same server, fastapi with starlette; * marks runs spread more than 10 %")
+    return lines
+
+
+def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
+    """Write results.json, results.md and layers.png into ``out``; return their paths."""
+    rows = data["rows"]
+    cells = table_cells(rows)
+    how = how_it_ran(data)
+    notes = [f"{r['layer']} ({r['server']}) {r['status']}: {r['error']}"
+             for r in rows if r["status"] != "ok"]
+    json_path, md_path, png_path = out / "results.json", out / "results.md", out / "layers.png"
+    report.write_json(json_path, data)
+    report.write_markdown(md_path, "bench layers: the cost of each layer", how, HEADERS, cells,
+                          notes, RIGHT)
+    labels, values, lows, highs = chart_data(rows)
+    report.bar_chart(png_path, labels, values, lows, highs,
+                     title="The same POST/JSON endpoint, layer by layer (requests/s, median)",
+                     xlabel="requests per second (min–max whiskers)",
+                     subtitle=data["pinning"]["text"])
+    return [json_path, md_path, png_path]
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+
+class RssSampler:
+    """Samples the RSS of a process tree in a thread: ``with RssSampler(pid) as s: ...``.
+
+    ``peak`` is the largest sum seen, bytes; one sample is taken on enter and on exit so a
+    short run still gets a figure.
+    """
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        self.peak = max(self.peak, tree_rss(self.pid))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> RssSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sample()
+
+
+def check_echo(host: str, port: int, body: bytes = SAMPLE_BODY, timeout: float = 5.0
+               ) -> str | None:
+    """POST ``body`` once; None when the answer is 200 with the same JSON, else the problem."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("POST", "/", body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        data = response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        return f"check request failed: {exc!r}"
+    finally:
+        conn.close()
+    if response.status != 200:
+        return f"check request got status {response.status}: {data[:200]!r}"
+    content_type = response.getheader("content-type", "")
+    if not content_type.startswith("application/json"):
+        return f"check request got content-type {content_type!r}"
+    try:
+        echoed = json.loads(data)
+    except ValueError:
+        return f"check request got a body that is not JSON: {data[:200]!r}"
+    if echoed != json.loads(body):
+        return f"check request got {echoed!r}, not the echoed user"
+    return None
+
+
+@dataclass(frozen=True)
+class Pinning:
+    """Where the server and wrk run: CPUs, or None for each when unpinned, and why."""
+
+    server_cpu: int | None
+    wrk_cpu: int | None
+    text: str
+
+
+def decide_pinning(settings: Settings, usable: list[int]) -> Pinning:
+    """Pin the server and wrk to their CPUs when asked and possible.
+
+    Raises:
+        UsageProblem: a requested CPU is not usable, or both are the same.
+    """
+    if not settings.pin:
+        return Pinning(None, None, "not pinned (--no-pin): server and wrk share every core")
+    if len(usable) < 2:
+        return Pinning(None, None, f"not pinned: only {len(usable)} usable core, so server "
+                                   "and wrk share it (figures are lower than on 2+ cores)")
+    for name, cpu in (("--server-cpu", settings.server_cpu), ("--wrk-cpu", settings.wrk_cpu)):
+        if cpu not in usable:
+            cpus = ", ".join(map(str, usable))
+            raise UsageProblem(f"{name} {cpu} cannot be used: usable CPUs are {cpus}")
+    if settings.server_cpu == settings.wrk_cpu:
+        raise UsageProblem("--server-cpu and --wrk-cpu must differ to pin them apart")
+    return Pinning(settings.server_cpu, settings.wrk_cpu,
+                   f"pinned: server on CPU {settings.server_cpu}, wrk on CPU {settings.wrk_cpu}")
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise :class:`UsageProblem` when ``host:port`` cannot be bound (port 0: any port).
+
+    With port 0 this still proves ``host`` is an address of this machine.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            where = f"port {port} on {host}" if port else f"address {host}"
+            raise UsageProblem(f"{where} cannot be used: {exc.strerror or exc}") from None
+
+
+def validate_servers(server: str, compare: tuple[str, ...]) -> None:
+    """Raise :class:`UsageProblem` for an unknown name or one that does not serve ASGI."""
+    asgi = [name for name, spec in SERVERS.items() if spec.interface == "asgi"]
+    for name in (server, *compare):
+        if name not in SERVERS:
+            raise UsageProblem(f"unknown server {name!r} (known: {', '.join(asgi)})")
+        if SERVERS[name].interface != "asgi":
+            raise UsageProblem(f"{name} serves WSGI apps; the asgi rows need an ASGI server "
+                               f"({', '.join(asgi)})")
+
+
+def measure_row(plan: RowPlan, settings: Settings, pinning: Pinning, wrk: str,
+                axum_binary: Path | None, logs: Path, progress: Progress,
+                task: Any) -> RowResult:
+    """Start the row's server, check the echo, run wrk (warm-up, then ``runs``), stop it."""
+    port = settings.port or free_port(settings.host)
+    argv = server_argv(plan, settings.host, port, axum_binary)
+    result = RowResult(plan, command=argv)
+    label = f"{plan.layer} ({plan.server})"
+    steps = (1 if settings.warmup else 0) + settings.runs
+    log_path = logs / f"{plan.layer}-{plan.server}.log"
+    progress.update(task, description=f"{label}: starting")
+    server = ServerProcess(argv, host=settings.host, port=port, cpu=pinning.server_cpu,
+                           startup_timeout=settings.startup_timeout, log_path=log_path)
+    try:
+        server.start()
+    except ServerStartError as exc:
+        progress.advance(task, steps)
+        result.status, result.log_tail = "failed", server.log_tail(LOG_LINES)
+        result.error = f"server did not start ({str(exc).splitlines()[0]})"
+        return result
+    try:
+        problem = check_echo(settings.host, port)
+        if problem is not None:
+            progress.advance(task, steps)
+            result.status, result.error = "failed", problem
+            result.log_tail = server.log_tail(LOG_LINES)
+            return result
+        url = f"http://{settings.host}:{port}/"
+        kinds: list[tuple[Literal["warmup", "measured"], int]] = []
+        if settings.warmup:
+            kinds.append(("warmup", settings.warmup))
+        kinds += [("measured", settings.duration)] * settings.runs
+        measured = 0
+        for kind, seconds in kinds:
+            if kind == "measured":
+                measured += 1
+                progress.update(task, description=f"{label}: run {measured}/{settings.runs}")
+            else:
+                progress.update(task, description=f"{label}: warm-up")
+            command = wrk_command(wrk, url, connections=settings.connections,
+                                  threads=settings.threads, duration=seconds,
+                                  cpu=pinning.wrk_cpu, timeout=settings.wrk_timeout)
+            run = Run(kind, command)
+            result.runs.append(run)
+            try:
+                with RssSampler(server.pid) as sampler:
+                    run.summary = run_wrk(command, body=SAMPLE_BODY, cpu=pinning.wrk_cpu)
+                run.rss_peak_bytes = sampler.peak
+            except WrkError as exc:
+                run.error = str(exc)
+                result.status, result.error = "failed", f"wrk failed: {exc}"
+                result.log_tail = server.log_tail(LOG_LINES)
+                progress.advance(task, steps - len(result.runs) + 1)
+                return result
+            progress.advance(task)
+        return result
+    finally:
+        server.stop()
+
+
+def measure_all(plans: list[RowPlan], settings: Settings, pinning: Pinning, wrk: str,
+                axum_binary: Path | None, logs: Path, progress: Progress, task: Any,
+                results: list[RowResult]) -> None:
+    """Measure ``plans`` in order, appending to ``results`` and printing one line per row."""
+    for plan in plans:
+        result = measure_row(plan, settings, pinning, wrk, axum_binary, logs, progress, task)
+        results.append(result)
+        label = f"{plan.layer} ({plan.server})"
+        if result.status == "ok":
+            rps = summarize([s.rps for s in result.measured]).median
+            progress.console.print(f"[green]✓[/] {label}: {rps:,.0f} requests/s")
+        else:
+            progress.console.print(Panel(result.log_tail or "(empty log)",
+                                         title=f"[red]✗ {label} failed:[/] {result.error}",
+                                         title_align="left"))
+
+
+def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
+    """Measure every row and return results.json's content (see :func:`write_outputs`).
+
+    Raises:
+        UsageProblem: wrk is missing, a server name is unknown, a CPU or the port is unusable.
+    """
+    wrk = find_wrk()
+    if wrk is None:
+        raise UsageProblem("wrk not found: install it (apt-get install wrk, brew install wrk) "
+                           "or run `make layers`, which does")
+    validate_servers(settings.server, settings.compare)
+    check_port(settings.host, settings.port)
+    pinning = decide_pinning(settings, usable_cpus())
+    if pinning.server_cpu is None and settings.pin:
+        console.print(f"[yellow]note:[/] {pinning.text}")
+    if settings.axum:
+        with console.status("axum: building the native ceiling with cargo (once, then cached)"):
+            native = ensure_axum()
+    else:
+        native = NativeBuild(None, "axum row skipped (--no-axum)")
+    console.print(native.note)
+    plans = plan_rows(settings)
+    if native.binary is None:
+        plans = [p for p in plans if p.layer != "axum"]
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC)
+    results: list[RowResult] = []
+    steps = (1 if settings.warmup else 0) + settings.runs
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn())
+    # bench itself (its RSS sampler, the check requests) keeps off the server's CPU
+    affinity = os.sched_getaffinity(0)
+    if pinning.wrk_cpu is not None:
+        os.sched_setaffinity(0, {pinning.wrk_cpu})
+    try:
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task("starting", total=steps * len(plans))
+            measure_all(plans, settings, pinning, wrk, native.binary, logs, progress, task,
+                        results)
+    finally:
+        os.sched_setaffinity(0, affinity)
+    return {
+        "experiment": "layers",
+        "date": started.isoformat(timespec="seconds"),
+        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "settings": {
+            "connections": settings.connections, "threads": settings.threads,
+            "duration_s": settings.duration, "warmup_s": settings.warmup,
+            "runs": settings.runs, "server": settings.server,
+            "compare": [c for c in settings.compare if c != settings.server],
+            "host": settings.host, "wrk_timeout_s": settings.wrk_timeout,
+            "body": SAMPLE_BODY.decode(), "lua_script": str(POST_JSON),
+        },
+        "pinning": {"server_cpu": pinning.server_cpu, "wrk_cpu": pinning.wrk_cpu,
+                    "text": pinning.text},
+        "machine": machine_info(),
+        "python": python_info(),
+        "packages": package_versions(),
+        "wrk": {"path": wrk, "version": wrk_version(wrk)},
+        "axum": {"built": native.binary is not None, "note": native.note,
+                 "build_command": native.command, "rustc": native.rustc,
+                 "runtime": "tokio current_thread"},
+        "rows": rows_json(results),
+    }
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def command(
+    connections: Annotated[int, typer.Option(min=1, help="wrk connections.")] = 10,
+    threads: Annotated[int, typer.Option(min=1, help="wrk threads.")] = 1,
+    duration: Annotated[int, typer.Option(min=1, help="Seconds per measured run.")] = 10,
+    warmup: Annotated[int, typer.Option(min=0, help="Seconds of warm-up per row (0: none).")
+                      ] = 2,
+    runs: Annotated[int, typer.Option(min=1, help="Measured runs per row.")] = 3,
+    server: Annotated[str, typer.Option(help="ASGI server under the asgi, starlette and "
+                                             "fastapi rows.")] = DEFAULT_SERVER,
+    compare: Annotated[str, typer.Option(help="Comma-separated servers that each add an asgi "
+                                              "row ('' for none).")] = DEFAULT_COMPARE,
+    axum: Annotated[bool, typer.Option(help="Add the Rust axum ceiling (built with cargo).")
+                    ] = True,
+    pin: Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")] = True,
+    server_cpu: Annotated[int, typer.Option(help="CPU for the server when pinned.")] = 0,
+    wrk_cpu: Annotated[int, typer.Option(help="CPU for wrk when pinned.")] = 1,
+    host: Annotated[str, typer.Option(help="Address the servers listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535,
+                                      help="Port for every server (0: a free one per row).")
+                    ] = 0,
+    output: Annotated[Path | None, typer.Option(
+        help="Folder for results.json, results.md and layers.png "
+             "[default: results/layers-<timestamp>]")] = None,
+) -> None:
+    """The cost of each layer: raw asyncio, an ASGI server, Starlette and FastAPI under wrk."""
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    errors = Console(stderr=True, soft_wrap=True)
+    settings = Settings(connections=connections, threads=threads, duration=duration,
+                        warmup=warmup, runs=runs, server=server, compare=_names(compare),
+                        axum=axum, pin=pin, server_cpu=server_cpu, wrk_cpu=wrk_cpu, host=host,
+                        port=port)
+    out = output if output is not None else report.default_output("layers")
+    try:
+        validate_servers(settings.server, settings.compare)
+        report.prepare_output(out)
+        data = measure(settings, console, out)
+    except (UsageProblem, report.OutputError) as exc:
+        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        errors.print("interrupted: the servers started so far were stopped")
+        raise typer.Exit(130) from None
+    rows = data["rows"]
+    how = how_it_ran(data)
+    console.print(report.rich_table("bench layers: the cost of each layer", HEADERS,
+                                    table_cells(rows), "\n".join(how), RIGHT))
+    paths = write_outputs(out, data)
+    console.print("wrote " + ", ".join(str(p) for p in paths))
+    if not any(row["status"] == "ok" for row in rows):
+        errors.print("[bold red]error:[/] every row failed (see the logs above)")
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``layers`` to the ``bench`` CLI."""
+    app.command("layers")(command)
+

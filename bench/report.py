@@ -1,0 +1,120 @@
+"""Writers shared by every ``bench`` subcommand: a rich table, results.json/.md, a bar chart.
+
+A table is given as column headers plus rows of already formatted cells, so each experiment
+decides its columns and this module only lays them out. :func:`prepare_output` checks an
+output folder is writable before any measuring starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+
+class OutputError(RuntimeError):
+    """The output folder cannot be created or written; the message says which and why."""
+
+
+def default_output(name: str, now: datetime | None = None, root: Path = Path("results")) -> Path:
+    """``results/<name>-YYYYmmdd-HHMMSS`` for ``now`` (local time)."""
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    return root / f"{name}-{stamp}"
+
+
+def prepare_output(path: Path) -> Path:
+    """Create ``path`` (and parents) and prove it is writable by writing a probe file.
+
+    Raises:
+        OutputError: the folder cannot be created or written.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise OutputError(f"cannot write results to {path}: {reason}") from None
+    return path
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """``data`` as indented UTF-8 JSON with a final newline."""
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
+                   right: Sequence[bool] | None = None) -> str:
+    """A GitHub-flavoured Markdown table; ``right[i]`` right-aligns column ``i``."""
+    align = right or [False] * len(headers)
+
+    def escape(cell: str) -> str:
+        return cell.replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(escape(h) for h in headers) + " |",
+        "|" + "|".join("---:" if r else "---" for r in align) + "|",
+    ]
+    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: Path, title: str, how: Sequence[str], headers: Sequence[str],
+                   rows: Sequence[Sequence[str]], notes: Sequence[str] = (),
+                   right: Sequence[bool] | None = None) -> None:
+    """A Markdown report: a title, the table, then "How it ran" and notes as bullet lists."""
+    parts = [f"# {title}\n", markdown_table(headers, rows, right), "## How it ran\n"]
+    parts.append("".join(f"- {line}\n" for line in how))
+    if notes:
+        parts.append("\n## Notes\n\n" + "".join(f"- {note}\n" for note in notes))
+    path.write_text("\n".join(parts), encoding="utf-8")
+
+
+def rich_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]],
+               caption: str = "", right: Sequence[bool] | None = None) -> Table:
+    """The same table for the terminal."""
+    align = right or [False] * len(headers)
+    table = Table(title=title, caption=caption, caption_justify="left")
+    for header, is_right in zip(headers, align, strict=True):
+        table.add_column(header, justify="right" if is_right else "left", no_wrap=is_right)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def bar_chart(path: Path, labels: Sequence[str], values: Sequence[float],
+              lows: Sequence[float], highs: Sequence[float], *, title: str,
+              xlabel: str, subtitle: str = "") -> None:
+    """A horizontal bar chart (PNG) of ``values`` with min-max whiskers, first label on top.
+
+    Uses matplotlib's Agg backend, so it needs no display.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    height = 1.2 + 0.5 * max(len(labels), 1)
+    fig, ax = plt.subplots(figsize=(9, height))
+    try:
+        positions = list(range(len(labels)))
+        errors = [
+            [max(v - lo, 0.0) for v, lo in zip(values, lows, strict=True)],
+            [max(hi - v, 0.0) for v, hi in zip(values, highs, strict=True)],
+        ]
+        bars = ax.barh(positions, values, xerr=errors, color="#4c72b0", capsize=3)
+        ax.bar_label(bars, labels=[f"{v:,.0f}" for v in values], padding=6, fontsize=8)
+        ax.set_yticks(positions, labels=labels)
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel)
+        ax.set_title(title + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
+        ax.margins(x=0.15)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)

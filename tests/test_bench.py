@@ -1,0 +1,450 @@
+"""``bench``: the wrk summary reader, the statistics, the writers, user errors, and a smoke run.
+
+Nothing here asserts a speed: figures depend on the machine and on what else runs on it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from apps.user import SAMPLE_BODY
+from bench import layers, native, report
+from bench.layers import (
+    RowPlan,
+    RowResult,
+    RssSampler,
+    Run,
+    Settings,
+    UsageProblem,
+    check_echo,
+    decide_pinning,
+    plan_rows,
+    rows_json,
+    table_cells,
+    validate_servers,
+    write_outputs,
+)
+from bench.process import ServerProcess, free_port
+from bench.stats import SPREAD_LIMIT, pct_of_below, summarize, us_added, us_per_request
+from bench.wrk import POST_JSON, WrkError, WrkSummary, parse_summary, wrk_command
+from toyservers.registry import get
+
+HAVE_WRK = shutil.which("wrk") is not None
+needs_wrk = pytest.mark.skipif(not HAVE_WRK, reason="wrk is not installed (make test installs it)")
+
+# What post_json.lua's done() writes, byte for byte as wrk produced it on a real run.
+LUA_OUTPUT = (
+    '{"requests": 163890, "duration_us": 2099522, "bytes": 19339020, "errors": {"connect": 0, '
+    '"read": 0, "write": 0, "status": 3, "timeout": 1}, "latency_us": {"min": 18, "mean": '
+    '135.962, "max": 4693, "stdev": 162.025, "p50": 112, "p90": 196, "p99": 402, '
+    '"p99.9": 2941}}\n'
+)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+# --- reading the Lua hook's JSON -------------------------------------------------------------
+
+
+def test_parse_summary_reads_what_the_lua_hook_writes() -> None:
+    summary = parse_summary(LUA_OUTPUT)
+    assert summary.requests == 163890
+    assert summary.duration_us == 2099522
+    assert summary.errors == {"connect": 0, "read": 0, "write": 0, "status": 3, "timeout": 1}
+    assert summary.error_total == 4
+    assert summary.latency_us["p99"] == 402.0
+    assert summary.latency_us["p99.9"] == 2941.0
+    assert summary.latency_us["mean"] == pytest.approx(135.962)
+    assert summary.rps == pytest.approx(163890 / 2.099522)
+
+
+def test_parse_summary_accepts_an_empty_run() -> None:
+    data = json.loads(LUA_OUTPUT)
+    data.update(requests=0, bytes=0)
+    data["latency_us"] = dict.fromkeys(data["latency_us"])
+    summary = parse_summary(json.dumps(data))
+    assert summary.rps == 0.0
+    assert summary.latency_us["p50"] is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "not JSON"),
+        ("requests: 12", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (LUA_OUTPUT.replace('"timeout": 1', '"timeouts": 1'), "timeout"),
+        (LUA_OUTPUT.replace('"requests": 163890', '"requests": "many"'), "many"),
+        (LUA_OUTPUT.replace('"p99": 402, ', ""), "p99"),
+    ],
+)
+def test_parse_summary_rejects_what_it_cannot_read(text: str, message: str) -> None:
+    with pytest.raises(WrkError, match=message):
+        parse_summary(text)
+
+
+def test_lua_script_posts_the_user_as_json() -> None:
+    script = POST_JSON.read_text()
+    assert 'wrk.method = "POST"' in script
+    assert 'wrk.headers["Content-Type"] = "application/json"' in script
+    assert SAMPLE_BODY.decode() in script
+    assert "os.getenv(\"BENCH_WRK_JSON\")" in script
+    assert "function done(summary, latency, requests)" in script
+
+
+def test_wrk_command_pins_with_taskset_and_names_the_script() -> None:
+    argv = wrk_command("/usr/bin/wrk", "http://127.0.0.1:1/", connections=10, threads=1,
+                       duration=3, cpu=1, timeout=2)
+    if shutil.which("taskset"):
+        assert argv[1:3] == ["-c", "1"]
+    assert argv[-1] == "http://127.0.0.1:1/"
+    assert argv[argv.index("--script") + 1] == str(POST_JSON)
+    assert argv[argv.index("--duration") + 1] == "3s"
+    unpinned = wrk_command("wrk", "http://x/", connections=1, threads=1, duration=1)
+    assert unpinned[0] == "wrk"
+
+
+# --- statistics ------------------------------------------------------------------------------
+
+
+def test_summarize_gives_median_min_max_and_spread() -> None:
+    spread = summarize([90.0, 110.0, 100.0])
+    assert (spread.median, spread.minimum, spread.maximum) == (100.0, 90.0, 110.0)
+    assert spread.spread == pytest.approx(0.2)
+    assert spread.flagged
+    assert summarize([10.0, 20.0]).median == 15.0
+
+
+def test_spread_is_flagged_only_above_the_limit() -> None:
+    assert SPREAD_LIMIT == pytest.approx(0.10)
+    assert summarize([95.0, 100.0, 105.0]).spread == pytest.approx(0.10)
+    assert not summarize([95.0, 100.0, 105.0]).flagged
+    assert summarize([94.0, 100.0, 106.0]).flagged
+    assert summarize([100.0]).spread == 0.0
+    assert not summarize([100.0]).flagged
+
+
+def test_summarize_refuses_no_runs() -> None:
+    with pytest.raises(ValueError, match="no runs"):
+        summarize([])
+
+
+def test_derived_columns() -> None:
+    assert us_per_request(20_000) == pytest.approx(50.0)
+    assert us_per_request(0) is None
+    assert us_added(10_000, 20_000) == pytest.approx(50.0)
+    assert us_added(10_000, None) is None
+    assert pct_of_below(10_000, 40_000) == pytest.approx(25.0)
+    assert pct_of_below(10_000, 0) is None
+
+
+# --- rows and writers, from synthetic runs -----------------------------------------------------
+
+
+def summary(rps: float, *, errors: int = 0, p50: float = 500.0, p99: float = 2000.0
+            ) -> WrkSummary:
+    return WrkSummary(
+        requests=int(rps), duration_us=1_000_000, bytes=int(rps) * 100,
+        errors={"connect": 0, "read": 0, "write": 0, "status": errors, "timeout": 0},
+        latency_us={"min": 50.0, "mean": 600.0, "max": 9000.0, "stdev": 100.0, "p50": p50,
+                    "p90": 1000.0, "p99": p99, "p99.9": 5000.0},
+    )
+
+
+def result(layer: str, server: str, rps: list[float], rss: int = 30_000_000,
+           errors: int = 0) -> RowResult:
+    plan = RowPlan(layer, server, f"apps.{layer}:app", f"{layer} on {server}")
+    runs = [Run("warmup", ["wrk"], summary(1.0), 1)]
+    runs += [Run("measured", ["wrk"], summary(r, errors=errors), rss) for r in rps]
+    return RowResult(plan, command=["serve", layer], runs=runs)
+
+
+def synthetic_rows() -> list[RowResult]:
+    failed = RowResult(RowPlan("asgi", "toy-httptools", "apps.asgi_user:app", "ours"),
+                       status="failed", command=["toyserve"], error="server did not start",
+                       log_tail="ModuleNotFoundError: toyservers.httptools_server")
+    return [
+        result("axum", "axum", [60_000.0]),
+        result("asyncio", "raw", [78_000.0, 80_000.0, 82_000.0]),
+        result("asgi", "uvicorn", [20_000.0, 19_000.0, 21_000.0], rss=35_500_000),
+        failed,
+        result("starlette", "uvicorn", [10_000.0, 12_000.0, 14_000.0], errors=2),
+        result("fastapi", "uvicorn", [5_000.0, 5_000.0, 5_000.0]),
+    ]
+
+
+def test_rows_compare_each_layer_with_the_one_below() -> None:
+    rows = {(r["layer"], r["server"]): r for r in rows_json(synthetic_rows())}
+    asgi = rows[("asgi", "uvicorn")]
+    assert asgi["below"] == "asyncio/raw"
+    assert asgi["rps_median"] == 20_000.0
+    assert asgi["rps_runs"] == [20_000.0, 19_000.0, 21_000.0]
+    assert (asgi["rps_min"], asgi["rps_max"]) == (19_000.0, 21_000.0)
+    assert asgi["us_per_request"] == pytest.approx(50.0)
+    assert asgi["us_added"] == pytest.approx(50.0 - 12.5)
+    assert asgi["pct_of_below"] == pytest.approx(25.0)
+    assert asgi["rss_peak_mb"] == pytest.approx(35.5)
+    assert (asgi["p50_ms"], asgi["p99_ms"]) == (0.5, 2.0)
+    assert rows[("starlette", "uvicorn")]["below"] == "asgi/uvicorn"
+    assert rows[("starlette", "uvicorn")]["spread_flag"]
+    assert rows[("starlette", "uvicorn")]["errors"] == 6
+    assert rows[("fastapi", "uvicorn")]["pct_of_below"] == pytest.approx(5_000 / 12_000 * 100)
+    assert rows[("axum", "axum")]["below"] is None
+    assert rows[("asyncio", "raw")]["us_added"] is None
+    failed = rows[("asgi", "toy-httptools")]
+    assert failed["status"] == "failed"
+    assert failed["rps_median"] is None
+    assert "ModuleNotFoundError" in failed["log_tail"]
+    assert all(len(r["runs"]) == 4 for r in rows.values() if r["status"] == "ok" and
+               r["layer"] != "axum")
+
+
+def test_table_cells_mark_spread_and_failures() -> None:
+    cells = table_cells(rows_json(synthetic_rows()))
+    assert [c[0] for c in cells] == ["axum", "asyncio", "asgi", "asgi", "starlette", "fastapi"]
+    assert cells[2][2] == "20,000"
+    assert cells[3][2] == "failed"
+    assert cells[4][2] == "12,000 *"
+    assert cells[2][10] == "25.0 %"
+    assert all(len(c) == len(layers.HEADERS) for c in cells)
+
+
+def results_data(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "experiment": "layers", "date": "2026-01-01T00:00:00+00:00", "command": ["bench"],
+        "settings": {"connections": 10, "threads": 1, "duration_s": 10, "warmup_s": 2,
+                     "runs": 3, "server": "uvicorn", "compare": ["toy-httptools"]},
+        "pinning": {"server_cpu": 0, "wrk_cpu": 1, "text": "pinned: server on CPU 0"},
+        "machine": {"cpu_model": "Test CPU", "cores": 2}, "python": {"version": "3.11.0"},
+        "packages": {"uvicorn": "0.0"}, "wrk": {"version": "4.1.0"},
+        "axum": {"built": True, "note": "axum: cached build"}, "rows": rows,
+    }
+
+
+def test_writers_produce_json_markdown_and_png(tmp_path: Path) -> None:
+    data = results_data(rows_json(synthetic_rows()))
+    paths = write_outputs(tmp_path, data)
+    assert [p.name for p in paths] == ["results.json", "results.md", "layers.png"]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["rows"][2]["rps_median"] == 20_000.0
+    for key in ("layer", "server", "rps_median", "rps_runs", "p50_ms", "p99_ms", "errors",
+                "rss_peak_mb", "us_per_request", "us_added", "pct_of_below"):
+        assert all(key in row for row in saved["rows"])
+    md = (tmp_path / "results.md").read_text()
+    assert "| Layer | Server | RPS |" in md
+    assert "| asgi | uvicorn | 20,000 | 19,000–21,000 |" in md
+    assert "| asgi | toy-httptools | failed |" in md
+    assert "pinned: server on CPU 0" in md
+    assert "asgi (toy-httptools) failed: server did not start" in md
+    png = (tmp_path / "layers.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+
+
+def test_markdown_table_escapes_pipes() -> None:
+    table = report.markdown_table(["a", "b"], [["x|y", "1"]], [False, True])
+    assert table.splitlines() == ["| a | b |", "|---|---:|", "| x\\|y | 1 |"]
+
+
+def test_prepare_output_refuses_an_unwritable_folder(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(report.OutputError, match="cannot write results to"):
+        report.prepare_output(blocker / "results")
+    assert report.prepare_output(tmp_path / "a" / "b").is_dir()
+
+
+# --- planning, pinning and user errors -----------------------------------------------------------
+
+
+def test_default_rows_put_toy_httptools_beside_uvicorn() -> None:
+    names = [(p.layer, p.server) for p in plan_rows(Settings())]
+    assert names == [("axum", "axum"), ("asyncio", "raw"), ("asgi", "uvicorn"),
+                     ("asgi", "toy-httptools"), ("starlette", "uvicorn"),
+                     ("fastapi", "uvicorn")]
+    other = plan_rows(Settings(server="hypercorn", compare=("hypercorn", "granian"), axum=False))
+    assert [(p.layer, p.server) for p in other] == [
+        ("asyncio", "raw"), ("asgi", "hypercorn"), ("asgi", "granian"),
+        ("starlette", "hypercorn"), ("fastapi", "hypercorn")]
+
+
+def test_pinning_decisions() -> None:
+    assert decide_pinning(Settings(), [0, 1]).server_cpu == 0
+    assert decide_pinning(Settings(), [0, 1]).wrk_cpu == 1
+    assert decide_pinning(Settings(pin=False), [0, 1]).server_cpu is None
+    lone = decide_pinning(Settings(), [0])
+    assert lone.server_cpu is None and "only 1 usable core" in lone.text
+    with pytest.raises(UsageProblem, match="--wrk-cpu 7 cannot be used"):
+        decide_pinning(Settings(wrk_cpu=7), [0, 1])
+    with pytest.raises(UsageProblem, match="must differ"):
+        decide_pinning(Settings(server_cpu=1, wrk_cpu=1), [0, 1])
+
+
+def test_validate_servers_names_the_known_ones() -> None:
+    with pytest.raises(UsageProblem, match=r"unknown server 'nope' \(known: .*uvicorn"):
+        validate_servers("uvicorn", ("nope",))
+    with pytest.raises(UsageProblem, match="gunicorn serves WSGI"):
+        validate_servers("gunicorn", ())
+    validate_servers("uvicorn", ("hypercorn", "toy-h11"))
+
+
+def test_cli_unknown_server_is_one_line() -> None:
+    out = run_cli("layers", "--server", "nope")
+    assert out.returncode == 2
+    assert out.stderr.strip().startswith("error: unknown server 'nope' (known:")
+    assert "Traceback" not in out.stderr
+
+
+def test_cli_unwritable_output_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = run_cli("layers", "--output", str(blocker / "x"))
+    assert out.returncode == 2
+    assert "error: cannot write results to" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_cli_wrk_missing_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": str(tmp_path)}
+    out = run_cli("layers", "--output", str(tmp_path / "out"), env=env)
+    assert out.returncode == 2
+    assert out.stderr.strip().startswith("error: wrk not found")
+
+
+@needs_wrk
+def test_cli_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = run_cli("layers", "--port", str(port), "--output", str(tmp_path))
+    assert out.returncode == 2
+    assert f"error: port {port} on 127.0.0.1 cannot be used" in out.stderr
+
+
+@needs_wrk
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs 2 usable CPUs")
+def test_cli_unusable_cpu_is_one_line(tmp_path: Path) -> None:
+    out = run_cli("layers", "--server-cpu", "999", "--output", str(tmp_path))
+    assert out.returncode == 2
+    assert "error: --server-cpu 999 cannot be used" in out.stderr
+
+
+def test_axum_is_skipped_with_a_note_without_cargo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "find_cargo", lambda: None)
+    build = native.ensure_axum()
+    assert build.binary is None
+    assert "cargo not found" in build.note
+
+
+def test_axum_freshness_follows_the_sources(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    for name in ("Cargo.toml", "Cargo.lock", "src/main.rs"):
+        (tmp_path / name).write_text("x")
+    binary = tmp_path / "axum-user"
+    assert not native.is_fresh(binary, tmp_path)
+    binary.write_text("")
+    os.utime(binary, (2_000_000_000, 2_000_000_000))
+    assert native.is_fresh(binary, tmp_path)
+    os.utime(tmp_path / "src/main.rs", (2_000_000_001, 2_000_000_001))
+    assert not native.is_fresh(binary, tmp_path)
+
+
+# --- measuring pieces against real processes ------------------------------------------------------
+
+
+def test_rss_sampler_sees_a_process_tree_grow() -> None:
+    code = "import sys; block = b'x' * 50_000_000; print('ready', flush=True); sys.stdin.read()"
+    with subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == b"ready"
+            with RssSampler(child.pid, interval=0.01) as sampler:
+                pass
+            assert sampler.peak > 50_000_000
+        finally:
+            child.kill()
+            child.wait(timeout=10)
+
+
+def test_check_echo_accepts_the_echo_and_refuses_anything_else() -> None:
+    port = free_port()
+    with ServerProcess(get("uvicorn").command("apps.asgi_user:app", "127.0.0.1", port),
+                       port=port):
+        assert check_echo("127.0.0.1", port) is None
+        assert "status 400" in str(check_echo("127.0.0.1", port, body=b"{oops"))
+    port = free_port()
+    with ServerProcess(get("uvicorn").command("tests.support.echo_app:app", "127.0.0.1", port),
+                       port=port):
+        assert "not the echoed user" in str(check_echo("127.0.0.1", port))
+    assert "check request failed" in str(check_echo("127.0.0.1", free_port(), timeout=2))
+
+
+@needs_wrk
+@pytest.mark.wrk
+def test_a_failed_row_is_reported_and_the_run_goes_on(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = layers.server_argv
+    crash = [sys.executable, "-c", "import sys; print('boom: no such app'); sys.exit(3)"]
+
+    def argv(plan: RowPlan, host: str, port: int, binary: Path | None) -> list[str]:
+        return real(plan, host, port, binary) if plan.layer == "asyncio" else crash
+
+    monkeypatch.setattr(layers, "server_argv", argv)
+    console = Console(file=io.StringIO())
+    settings = Settings(duration=1, warmup=0, runs=1, compare=(), axum=False)
+    data = layers.measure(settings, console, tmp_path)
+    rows = {r["layer"]: r for r in data["rows"]}
+    assert rows["asyncio"]["status"] == "ok" and rows["asyncio"]["rps_median"] > 0
+    for layer in ("asgi", "starlette", "fastapi"):
+        assert rows[layer]["status"] == "failed"
+        assert "boom: no such app" in rows[layer]["log_tail"]
+    assert rows["asgi"]["pct_of_below"] is None
+
+
+# --- the smoke run -----------------------------------------------------------------------------
+
+
+@needs_wrk
+@pytest.mark.wrk
+@pytest.mark.slow
+def test_bench_layers_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "layers"
+    run = run_cli("layers", "--duration", "1", "--runs", "1", "--warmup", "0", "--no-axum",
+                  "--output", str(out), timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "bench layers: the cost of each layer" in run.stdout
+    data = json.loads((out / "results.json").read_text())
+    rows = {(r["layer"], r["server"]): r for r in data["rows"]}
+    must_run = [("asyncio", "raw"), ("asgi", "uvicorn"), ("starlette", "uvicorn"),
+                ("fastapi", "uvicorn")]
+    if importlib.util.find_spec("toyservers.httptools_server") is not None:
+        must_run.append(("asgi", "toy-httptools"))
+    assert ("asgi", "toy-httptools") in rows
+    for key in must_run:
+        assert rows[key]["status"] == "ok", rows[key]["error"]
+    for row in data["rows"]:
+        if row["status"] == "ok":
+            assert row["rps_median"] > 0
+            assert row["errors"] == 0
+            assert len(row["rps_runs"]) == 1
+    assert data["wrk"]["version"]
+    assert data["machine"]["cores"] >= 1
+    assert (out / "results.md").read_text().count("\n|") >= len(data["rows"])
+    assert (out / "layers.png").read_bytes().startswith(b"\x89PNG")
