@@ -13,7 +13,7 @@ import importlib
 import typer
 
 #: Modules under ``bench`` whose ``register(app)`` adds a subcommand.
-SUBCOMMANDS = ("bench.layers",)
+SUBCOMMANDS = ("bench.layers", "bench.conformance")
 
 app = typer.Typer(
     name="bench",

@@ -1,0 +1,303 @@
+"""The ASGI app every server in the conformance suite serves: one route per behaviour probed.
+
+Plain ASGI 3.0 (no framework), so whatever the suite sees is the server's doing. Routes take
+their parameters from the query string. Some routes coordinate with the test through small
+in-process tables keyed by ``key=``: ``/hold`` and ``/expect`` wait until ``/release`` is
+called with the same key, ``/produce`` publishes how many bytes ``send()`` accepted at
+``/progress``, and ``/wait-disconnect`` and ``/slow`` record what happened at ``/status``.
+Each server runs one process, so these tables are shared by all of its connections.
+
+Lifespan: on ``lifespan.startup`` the app stores ``{"lifespan": "started"}`` in the lifespan
+``state`` and appends ``startup`` to the file named by ``CONFORMANCE_LIFESPAN_FILE``; on
+``lifespan.shutdown`` it appends ``shutdown``.
+
+Spec: ASGI HTTP and WebSocket spec 2.4, Lifespan spec 2.0, ASGI extensions (trailers,
+early hints, pathsend, zerocopysend, tls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+LIFESPAN_FILE_ENV = "CONFORMANCE_LIFESPAN_FILE"
+CHUNK = 64 * 1024
+HELLO = b"hello world"
+CHUNKED_PARTS = (b"first;", b"second;", b"third")
+TRAILER = (b"x-checksum", b"conformance")
+EARLY_LINK = b"</style.css>; rel=preload; as=style"
+# served by /pathsend and /zerocopysend: this very file
+SELF_PATH = os.path.abspath(__file__)
+
+RELEASES: dict[str, asyncio.Event] = {}
+PROGRESS: dict[str, int] = {}
+STATUS: dict[str, str] = {}
+HOLD_TIMEOUT = 30.0  # seconds a held request waits for /release before giving up
+
+
+def _release_event(key: str) -> asyncio.Event:
+    event = RELEASES.get(key)
+    if event is None:
+        event = RELEASES[key] = asyncio.Event()
+    return event
+
+
+def _params(scope: Scope) -> dict[str, str]:
+    query = parse_qs(scope["query_string"].decode("latin-1"))
+    return {name: values[0] for name, values in query.items()}
+
+
+async def _read_body(receive: Receive) -> tuple[int, int, bool]:
+    """Drain the request body: (bytes received, http.request messages, disconnected)."""
+    size = messages = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return size, messages, True
+        messages += 1
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return size, messages, False
+
+
+async def _respond(send: Send, body: bytes, status: int = 200,
+                   headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A complete response with Content-Length."""
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"text/plain"),
+            (b"content-length", str(len(body)).encode()),
+            *(headers or []),
+        ],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _json(send: Send, value: object) -> None:
+    await _respond(send, json.dumps(value).encode(), headers=[(b"x-kind", b"json")])
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+def _describe_scope(scope: Scope) -> dict[str, object]:
+    """The scope as JSON: bytes become latin-1 strings, tuples become lists."""
+    return {
+        "type": scope["type"],
+        "asgi": scope.get("asgi"),
+        "http_version": scope.get("http_version"),
+        "method": scope.get("method"),
+        "scheme": scope.get("scheme"),
+        "path": scope.get("path"),
+        "raw_path": _text(scope["raw_path"]) if scope.get("raw_path") is not None else None,
+        "query_string": _text(scope.get("query_string", b"")),
+        "root_path": scope.get("root_path"),
+        "headers": [[_text(k), _text(v)] for k, v in scope.get("headers", [])],
+        "client": list(scope["client"]) if scope.get("client") else None,
+        "server": list(scope["server"]) if scope.get("server") else None,
+        "extensions": sorted((scope.get("extensions") or {}).keys()),
+        "has_state": "state" in scope,
+    }
+
+
+async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
+    """Record startup and shutdown in the file named by CONFORMANCE_LIFESPAN_FILE."""
+    path = os.environ.get(LIFESPAN_FILE_ENV)
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            if "state" in scope:
+                scope["state"]["lifespan"] = "started"
+            if path:
+                with open(path, "a") as handle:
+                    handle.write("startup\n")
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            if path:
+                with open(path, "a") as handle:
+                    handle.write("shutdown\n")
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def websocket(scope: Scope, receive: Receive, send: Send) -> None:
+    """Echo every text and binary message until the client closes."""
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    while True:
+        message = await receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        if message.get("text") is not None:
+            await send({"type": "websocket.send", "text": message["text"]})
+        else:
+            await send({"type": "websocket.send", "bytes": message.get("bytes") or b""})
+
+
+async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    """Dispatch on ``scope["path"]``; see the module docstring for the routes."""
+    if scope["type"] == "lifespan":
+        await lifespan(scope, receive, send)
+        return
+    if scope["type"] == "websocket":
+        await websocket(scope, receive, send)
+        return
+    path: str = scope["path"]
+    params = _params(scope)
+    key = params.get("key", "")
+    extensions = scope.get("extensions") or {}
+
+    if path.startswith("/scope"):
+        await _read_body(receive)
+        await _json(send, _describe_scope(scope))
+    elif path == "/length":
+        await _read_body(receive)
+        await _respond(send, HELLO)
+    elif path == "/chunked":
+        await _read_body(receive)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain")]})
+        for part in CHUNKED_PARTS[:-1]:
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": CHUNKED_PARTS[-1]})
+    elif path == "/echo":
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        await _respond(send, bytes(body))
+    elif path == "/connection-close":
+        await _read_body(receive)
+        await _respond(send, HELLO, headers=[(b"connection", b"close")])
+    elif path == "/delay":
+        await _read_body(receive)
+        await asyncio.sleep(int(params.get("ms", "0")) / 1000)
+        await _respond(send, params.get("id", "").encode())
+    elif path == "/upload":
+        size, messages, _ = await _read_body(receive)
+        await _json(send, {"size": size, "messages": messages})
+    elif path == "/download":
+        await _read_body(receive)
+        await _stream(send, int(params["size"]), key)
+    elif path == "/produce":
+        await _read_body(receive)
+        await _stream(send, int(params["size"]), key)
+    elif path == "/progress":
+        await _json(send, {"sent": PROGRESS.get(key, 0)})
+    elif path == "/hold" or path == "/expect":
+        try:
+            await asyncio.wait_for(_release_event(key).wait(), HOLD_TIMEOUT)
+        except TimeoutError:
+            await _respond(send, b"never released", status=504)
+            return
+        if path == "/expect":
+            body = bytearray()
+            while True:
+                message = await receive()
+                body += message.get("body", b"")
+                if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                    break
+            await _respond(send, bytes(body))
+        else:
+            size, messages, _ = await _read_body(receive)
+            await _json(send, {"size": size, "messages": messages})
+    elif path == "/release":
+        _release_event(key).set()
+        await _respond(send, b"released")
+    elif path == "/no-read":
+        await _respond(send, b"answered without reading")
+    elif path == "/wait-disconnect":
+        STATUS[key] = "waiting"
+        _, _, disconnected = await _read_body(receive)
+        while not disconnected:
+            message = await receive()
+            disconnected = message["type"] == "http.disconnect"
+        STATUS[key] = "disconnected"
+    elif path == "/slow":
+        STATUS[key] = "started"
+        await _read_body(receive)
+        await asyncio.sleep(int(params.get("ms", "1000")) / 1000)
+        await _respond(send, b"slow done")
+        STATUS[key] = "finished"
+    elif path == "/status":
+        await _json(send, {"status": STATUS.get(key, "")})
+    elif path == "/state":
+        await _json(send, dict(scope.get("state") or {}))
+    elif path == "/raise":
+        raise RuntimeError("the conformance app raises before http.response.start")
+    elif path == "/raise-after-start":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"partial", "more_body": True})
+        raise RuntimeError("the conformance app raises after http.response.start")
+    elif path == "/noresponse":
+        return
+    elif path == "/trailers":
+        await _read_body(receive)
+        if "http.response.trailers" not in extensions:
+            await _respond(send, b"http.response.trailers not offered", status=501)
+            return
+        await send({"type": "http.response.start", "status": 200, "trailers": True,
+                    "headers": [(b"trailer", TRAILER[0])]})
+        await send({"type": "http.response.body", "body": HELLO})
+        await send({"type": "http.response.trailers", "headers": [TRAILER]})
+    elif path == "/early-hints":
+        await _read_body(receive)
+        if "http.response.early_hint" not in extensions:
+            await _respond(send, b"http.response.early_hint not offered", status=501)
+            return
+        await send({"type": "http.response.early_hint", "links": [EARLY_LINK]})
+        await _respond(send, HELLO)
+    elif path == "/pathsend":
+        await _read_body(receive)
+        if "http.response.pathsend" not in extensions:
+            await _respond(send, b"http.response.pathsend not offered", status=501)
+            return
+        size = os.path.getsize(SELF_PATH)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(size).encode())]})
+        await send({"type": "http.response.pathsend", "path": SELF_PATH})
+    elif path == "/zerocopysend":
+        await _read_body(receive)
+        if "http.response.zerocopysend" not in extensions:
+            await _respond(send, b"http.response.zerocopysend not offered", status=501)
+            return
+        size = os.path.getsize(SELF_PATH)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(size).encode())]})
+        with open(SELF_PATH, "rb") as handle:
+            await send({"type": "http.response.zerocopysend", "file": handle})
+    else:
+        await _read_body(receive)
+        await _respond(send, b"not found", status=404)
+
+
+async def _stream(send: Send, size: int, key: str) -> None:
+    """Send ``size`` bytes in CHUNK pieces with a Content-Length, counting into PROGRESS[key]."""
+    PROGRESS[key] = 0
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", str(size).encode())]})
+    piece = b"x" * CHUNK
+    left = size
+    while left > 0:
+        part = piece if left >= CHUNK else piece[:left]
+        left -= len(part)
+        await send({"type": "http.response.body", "body": part, "more_body": left > 0})
+        PROGRESS[key] += len(part)

@@ -1,0 +1,251 @@
+"""Run the conformance suite once per ASGI server: selection, fixtures, xfail table, report.
+
+- Servers: ``--conformance-servers A,B`` or ``CONFORMANCE_SERVERS=A,B``; by default every
+  registered ASGI server that is installed (``toyservers.registry.available``). Tests that use
+  the ``server`` fixture are parametrized over them (one process per server per session).
+- Features: every test carries ``@pytest.mark.feature(name)`` with a name from
+  ``support.FEATURES``; an untagged or unknown name is a usage error. A (server, feature) pair
+  listed in ``support.UNSUPPORTED`` becomes ``xfail(strict=True)`` with the reason.
+- Report: ``--conformance-report PATH`` (or ``CONFORMANCE_REPORT``) writes JSON
+  ``{"features": [name, ...], "records": [record, ...]}``, one record per test:
+  ``{"nodeid", "server", "feature", "outcome", "message"}`` with outcome one of ``passed``,
+  ``failed``, ``error``, ``xfailed``, ``skipped``; the message is the failure's first line or
+  the declared reason. ``bench conformance`` builds the matrix from it.
+- Slow behaviours (keep-alive idle timeout, slow headers) are probed in background threads
+  started with the server, so their bounded waits overlap the other tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.process import ServerProcess, free_port
+from tests.conformance import apps, support
+from toyservers.registry import SERVERS, available
+
+APP = "tests.conformance.apps:app"
+ROOT = Path(__file__).resolve().parents[2]
+IDLE_BOUND = 8.0  # seconds an idle keep-alive connection may stay open (uvicorn closes at 5)
+SLOW_HEADERS_BOUND = 13.0  # seconds a trickled header block may last (toy servers: 10)
+TRICKLE_INTERVAL = 0.5  # seconds between the bytes of a trickled header block
+
+_OUTCOME_RANK = {"passed": 0, "skipped": 1, "xfailed": 2, "failed": 3, "error": 4}
+_records: dict[str, dict[str, str]] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance")
+    group.addoption("--conformance-servers", default=None,
+                    help="comma-separated registry names to run the conformance suite on")
+    group.addoption("--conformance-report", default=None,
+                    help="write each conformance test's outcome to this JSON file")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "feature(name): the conformance feature a test checks (support.FEATURES)"
+    )
+
+
+def _option(config: pytest.Config, name: str, env: str) -> str:
+    value = config.getoption(name, default=None)
+    return str(value) if value else os.environ.get(env, "")
+
+
+def selected_servers(config: pytest.Config) -> list[str]:
+    """The servers to run on; pytest.UsageError for a name the registry does not know."""
+    raw = _option(config, "conformance_servers", "CONFORMANCE_SERVERS")
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    if not names:
+        return available()
+    unknown = [name for name in names if name not in SERVERS]
+    if unknown:
+        raise pytest.UsageError(f"unknown conformance servers: {', '.join(unknown)}")
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "server_name" in metafunc.fixturenames:
+        names = selected_servers(metafunc.config)
+        metafunc.parametrize("server_name", names, scope="session", ids=names)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or "server_name" not in callspec.params:
+            continue
+        marker = item.get_closest_marker("feature")
+        if marker is None or not marker.args or marker.args[0] not in support.FEATURES:
+            raise pytest.UsageError(f"{item.nodeid}: needs @pytest.mark.feature(<name>) with a "
+                                    "name from tests/conformance/support.py FEATURES")
+        server, feature = callspec.params["server_name"], marker.args[0]
+        reason = support.unsupported_reason(server, feature)
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+        item.user_properties.append(("conformance_server", server))
+        item.user_properties.append(("conformance_feature", feature))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    props = dict(report.user_properties)
+    if "conformance_server" not in props:
+        return
+    if report.when == "call" and report.passed:
+        outcome = "passed"
+    elif report.skipped:
+        outcome = "xfailed" if hasattr(report, "wasxfail") else "skipped"
+    elif report.failed:
+        outcome = "failed" if report.when == "call" else "error"
+    else:
+        return
+    message = str(getattr(report, "wasxfail", "")) if outcome == "xfailed" else ""
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = str(getattr(crash, "message", "")) or report.longreprtext.splitlines()[-1:][0]
+    record = _records.setdefault(report.nodeid, {
+        "nodeid": report.nodeid, "server": str(props["conformance_server"]),
+        "feature": str(props["conformance_feature"]), "outcome": "passed", "message": "",
+    })
+    if _OUTCOME_RANK[outcome] >= _OUTCOME_RANK[record["outcome"]]:
+        record["outcome"] = outcome
+        record["message"] = message or record["message"]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = _option(session.config, "conformance_report", "CONFORMANCE_REPORT")
+    if path:
+        report = {"features": support.FEATURES, "records": list(_records.values())}
+        Path(path).write_text(json.dumps(report, indent=1))
+
+
+# --- servers -----------------------------------------------------------------------------------
+
+
+class Probe:
+    """Runs ``fn`` in a daemon thread; ``result(timeout)`` returns its value or re-raises."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._value = fn()
+        except BaseException as exc:  # handed to the test that reads the result
+            self._error = exc
+
+    def result(self, timeout: float) -> Any:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"probe still running after {timeout:g} s")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+@dataclass
+class IdleResult:
+    """Keep-alive idle probe: did the server close an idle connection, after how long (s)."""
+
+    first_status: int
+    closed: bool
+    seconds: float
+
+
+@dataclass
+class SlowHeadersResult:
+    """Slow-headers probe: closed or not, after how long (s), what the server sent first."""
+
+    closed: bool
+    seconds: float
+    sent: bytes
+
+
+def idle_probe(port: int) -> IdleResult:
+    """One request, then silence: time until the server closes (at most IDLE_BOUND s)."""
+    with support.Connection(port) as conn:
+        conn.send(support.request("GET", "/length"))
+        response = conn.read_response()
+        assert response is not None and response.complete
+        start = time.monotonic()
+        closed = conn.closed_within(IDLE_BOUND)
+        return IdleResult(response.status, closed, time.monotonic() - start)
+
+
+def slow_headers_probe(port: int) -> SlowHeadersResult:
+    """A header block trickled one byte every TRICKLE_INTERVAL s, never finished."""
+    with support.Connection(port) as conn:
+        start = time.monotonic()
+        conn.send(b"GET /length HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Trickle: ")
+        while time.monotonic() - start < SLOW_HEADERS_BOUND:
+            if conn.closed_within(TRICKLE_INTERVAL):
+                return SlowHeadersResult(True, time.monotonic() - start, conn.buffer)
+            try:
+                conn.send(b"a")
+            except OSError:
+                return SlowHeadersResult(True, time.monotonic() - start, conn.buffer)
+        return SlowHeadersResult(False, time.monotonic() - start, conn.buffer)
+
+
+@dataclass
+class RunningServer:
+    """A server process serving ``apps:app``, with the probes started alongside it."""
+
+    name: str
+    process: ServerProcess
+    lifespan_file: Path
+    probes: dict[str, Probe] = field(default_factory=dict)
+
+    @property
+    def port(self) -> int:
+        return self.process.port
+
+    @property
+    def version(self) -> str:
+        return SERVERS[self.name].version()
+
+
+def start_server(name: str, workdir: Path) -> tuple[ServerProcess, Path]:
+    """Start ``name`` serving the conformance app on a free port; waits until it accepts.
+
+    Returns the process and the lifespan record file. Raises bench.process.ServerStartError.
+    """
+    lifespan_file = workdir / "lifespan.txt"
+    lifespan_file.write_text("")
+    env = {
+        apps.LIFESPAN_FILE_ENV: str(lifespan_file),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    port = free_port()
+    argv = SERVERS[name].command(APP, support.HOST, port)
+    process = ServerProcess(argv, port=port, cwd=ROOT, env=env, startup_timeout=30.0,
+                            log_path=workdir / "server.log")
+    process.start()
+    return process, lifespan_file
+
+
+@pytest.fixture(scope="session")
+def server(server_name: str, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[RunningServer]:
+    """The shared server process for ``server_name`` (one per session), probes running."""
+    workdir = tmp_path_factory.mktemp(f"conformance-{server_name}")
+    process, lifespan_file = start_server(server_name, workdir)
+    running = RunningServer(server_name, process, lifespan_file)
+    running.probes["idle"] = Probe(lambda: idle_probe(process.port))
+    running.probes["slow-headers"] = Probe(lambda: slow_headers_probe(process.port))
+    try:
+        yield running
+    finally:
+        process.stop()

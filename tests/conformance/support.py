@@ -1,0 +1,345 @@
+"""The conformance suite's one table of what each server does not offer, and its wire helpers.
+
+``FEATURES`` names every feature the suite checks, in matrix order; each test carries one of
+them with ``@pytest.mark.feature(name)``. ``UNSUPPORTED`` maps a server to the features it does
+not offer, each with the reason; ``conftest.py`` turns every such (server, feature) pair into
+``xfail(strict=True)``, so a declared gap that starts to pass is reported as well as a
+regression. A reference server that breaks a rule it should keep is *not* listed here: its test
+fails and the matrix shows ``fail``.
+
+The helpers talk raw HTTP/1.1 over a socket with a timeout on every call (RFC 9112 message
+framing: Content-Length, chunked, or close-delimited bodies).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+
+HOST = "127.0.0.1"
+IO_TIMEOUT = 5.0  # seconds any single socket operation may block
+
+FEATURES: list[str] = [
+    "keep-alive",
+    "pipelining",
+    "http10",
+    "connection-close",
+    "chunked-request",
+    "chunked-response",
+    "content-length",
+    "head",
+    "expect-100-continue",
+    "large-upload",
+    "large-download",
+    "read-backpressure",
+    "write-flow-control",
+    "disconnect",
+    "app-exception-500",
+    "no-response-500",
+    "lifespan",
+    "scope",
+    "date-header",
+    "idle-timeout",
+    "headers-too-large-431",
+    "too-many-headers-431",
+    "malformed-400",
+    "slow-headers",
+    "graceful-shutdown",
+    "websocket",
+    "http2",
+    "ext-trailers",
+    "ext-early-hints",
+    "ext-pathsend",
+    "ext-zerocopysend",
+]
+
+_TOY_HTTP1_ONLY = {
+    "websocket": "HTTP/1.1 request/response only: no Upgrade handling (issue 3)",
+    "http2": "HTTP/1.1 only (issue 3); HTTP/2 is toyservers.h2_server's job",
+    "ext-trailers": "no ASGI extensions offered (issue 3)",
+    "ext-early-hints": "no ASGI extensions offered (issue 3)",
+    "ext-pathsend": "no ASGI extensions offered (issue 3)",
+    "ext-zerocopysend": "no ASGI extensions offered (issue 3)",
+}
+
+_NO_EXTENSIONS = {
+    "ext-trailers": "not offered over HTTP/1.1",
+    "ext-early-hints": "not offered over HTTP/1.1",
+    "ext-pathsend": "not offered",
+    "ext-zerocopysend": "not offered",
+}
+_UVICORN = {
+    **_NO_EXTENSIONS,
+    "slow-headers": "no deadline for the header block: every byte received restarts the wait",
+}
+
+UNSUPPORTED: dict[str, dict[str, str]] = {
+    "toy-raw": dict(_TOY_HTTP1_ONLY),
+    "toy-h11": dict(_TOY_HTTP1_ONLY),
+    "toy-httptools": dict(_TOY_HTTP1_ONLY),
+    "uvicorn": {
+        **_UVICORN,
+        "http2": "HTTP/1.1 only with --http httptools",
+        "headers-too-large-431": "no limit on the header block with httptools",
+        "too-many-headers-431": "no limit on the number of header fields with httptools",
+    },
+    "uvicorn-h11": {
+        **_UVICORN,
+        "http2": "HTTP/1.1 only with --http h11",
+        "headers-too-large-431": "h11's incomplete-event limit answers 400, not 431",
+        "too-many-headers-431": "h11's incomplete-event limit answers 400, not 431",
+    },
+    "hypercorn": {
+        **_NO_EXTENSIONS,
+        "ext-trailers": "offered over HTTP/2 and HTTP/3 only",
+        "ext-early-hints": "offered over HTTP/2 and HTTP/3 only",
+        "expect-100-continue": "sends 100 Continue as soon as the headers arrive",
+        "too-many-headers-431": "no limit on the number of header fields",
+    },
+    "daphne": {
+        **_NO_EXTENSIONS,
+        "http2": "HTTP/2 only over TLS (ALPN), not h2c prior knowledge",
+        "expect-100-continue": "Twisted sends 100 Continue as soon as the headers arrive",
+        "large-upload": "Twisted buffers the whole request body before the app runs",
+        "large-download": "no write flow control: the response is buffered in memory",
+        "read-backpressure": "Twisted buffers the whole request body before the app runs",
+        "write-flow-control": "send() never waits for the client",
+        "headers-too-large-431": "Twisted drops an oversized header block without a 431",
+        "too-many-headers-431": "Twisted answers 400, not 431, to too many header fields",
+        "lifespan": "no ASGI lifespan protocol",
+        "graceful-shutdown": "SIGTERM stops the Twisted reactor without finishing requests",
+        "idle-timeout": "no idle timeout for keep-alive connections by default",
+        "slow-headers": "no deadline for the header block by default",
+    },
+    "granian": {
+        **{name: why for name, why in _NO_EXTENSIONS.items() if name != "ext-pathsend"},
+        "idle-timeout": "no idle timeout for keep-alive connections by default",
+        "slow-headers": "hyper's header read timeout (30 s by default) is beyond the bound",
+    },
+}
+
+def unsupported_reason(server: str, feature: str) -> str | None:
+    """Why ``server`` does not offer ``feature``, or None when it claims to."""
+    return UNSUPPORTED.get(server, {}).get(feature)
+
+
+# --- raw HTTP/1.1 over a socket ---------------------------------------------------------------
+
+
+def connect(port: int, *, timeout: float = IO_TIMEOUT, rcvbuf: int | None = None
+            ) -> socket.socket:
+    """A TCP connection to 127.0.0.1:port; ``rcvbuf`` (bytes) shrinks the receive window."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(timeout)
+    sock.connect((HOST, port))
+    return sock
+
+
+def request(method: str, target: str, *, version: str = "HTTP/1.1",
+            headers: list[tuple[str, str]] | None = None, body: bytes = b"",
+            host: bool = True) -> bytes:
+    """The bytes of one request; Content-Length is added when ``body`` is given."""
+    lines = [f"{method} {target} {version}"]
+    if host:
+        lines.append(f"Host: {HOST}")
+    lines += [f"{name}: {value}" for name, value in headers or []]
+    if body and not any(name.lower() == "transfer-encoding" for name, _ in headers or []):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+@dataclass
+class Response:
+    """One parsed HTTP/1.x response: status, headers (names lowercased, order kept), body."""
+
+    version: str
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    body: bytes = b""
+    chunked: bool = False
+    trailers: list[tuple[str, str]] = field(default_factory=list)
+    complete: bool = True
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or None."""
+        for key, value in self.headers:
+            if key == name.lower():
+                return value
+        return None
+
+    def json(self) -> object:
+        return json.loads(self.body)
+
+
+class Connection:
+    """A raw client connection that reads responses one at a time, keeping leftover bytes.
+
+    Raises ``TimeoutError`` (``socket.timeout``) when the server stays silent longer than the
+    socket's timeout.
+    """
+
+    def __init__(self, port: int, *, timeout: float = IO_TIMEOUT, rcvbuf: int | None = None
+                 ) -> None:
+        self.sock = connect(port, timeout=timeout, rcvbuf=rcvbuf)
+        self.buffer = b""
+        self.eof = False
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _fill(self) -> bool:
+        """Read more bytes into the buffer; False at EOF (or a reset, which ends it too)."""
+        if self.eof:
+            return False
+        try:
+            data = self.sock.recv(65536)
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            self.eof = True
+            return False
+        self.buffer += data
+        return True
+
+    def _line(self) -> bytes | None:
+        while b"\r\n" not in self.buffer:
+            if not self._fill():
+                return None
+        line, _, self.buffer = self.buffer.partition(b"\r\n")
+        return line
+
+    def _exactly(self, size: int) -> tuple[bytes, bool]:
+        while len(self.buffer) < size:
+            if not self._fill():
+                data, self.buffer = self.buffer, b""
+                return data, False
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data, True
+
+    def read_head(self) -> Response | None:
+        """The next status line and header block, or None when the server closed first."""
+        line = self._line()
+        if line is None:
+            return None
+        version, status, reason = (line.decode("latin-1").split(" ", 2) + [""])[:3]
+        headers: list[tuple[str, str]] = []
+        while True:
+            field_line = self._line()
+            if field_line is None:
+                return Response(version, int(status), reason, headers, complete=False)
+            if not field_line:
+                break
+            name, _, value = field_line.decode("latin-1").partition(":")
+            headers.append((name.strip().lower(), value.strip()))
+        return Response(version, int(status), reason, headers)
+
+    def read_response(self, *, head: bool = False, informational: bool = False
+                      ) -> Response | None:
+        """The next response with its body framed per RFC 9112 §6.3, or None at EOF.
+
+        ``head``: the request was HEAD, so no body follows (RFC 9110 §9.3.2).
+        ``informational``: return 1xx responses instead of skipping them.
+        """
+        while True:
+            response = self.read_head()
+            if response is None or not response.complete:
+                return response
+            if 100 <= response.status < 200:
+                if informational:
+                    return response
+                continue
+            break
+        if head or response.status in (204, 304):
+            return response
+        encoding = (response.header("transfer-encoding") or "").lower()
+        length = response.header("content-length")
+        if encoding.endswith("chunked"):
+            response.chunked = True
+            self._read_chunked(response)
+        elif length is not None:
+            response.body, response.complete = self._exactly(int(length))
+        else:
+            while self._fill():
+                pass
+            response.body, self.buffer = self.buffer, b""
+        return response
+
+    def _read_chunked(self, response: Response) -> None:
+        body = bytearray()
+        while True:
+            line = self._line()
+            if line is None:
+                response.complete = False
+                break
+            size = int(line.split(b";")[0].strip(), 16)
+            if size == 0:
+                while True:
+                    trailer = self._line()
+                    if trailer is None:
+                        response.complete = False
+                        break
+                    if not trailer:
+                        break
+                    name, _, value = trailer.decode("latin-1").partition(":")
+                    response.trailers.append((name.strip().lower(), value.strip()))
+                break
+            data, ok = self._exactly(size + 2)
+            body += data[:size]
+            if not ok:
+                response.complete = False
+                break
+        response.body = bytes(body)
+
+    def closed_within(self, seconds: float) -> bool:
+        """True when the server closes the connection within ``seconds`` (bytes it sends first
+        are kept in ``buffer``)."""
+        deadline = time.monotonic() + seconds
+        while not self.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(left)
+            try:
+                self._fill()
+            except TimeoutError:
+                return False
+            finally:
+                self.sock.settimeout(IO_TIMEOUT)
+        return True
+
+
+def get(port: int, target: str, *, headers: list[tuple[str, str]] | None = None) -> Response:
+    """One GET on a fresh connection; AssertionError when no complete response arrives."""
+    with Connection(port) as conn:
+        conn.send(request("GET", target, headers=headers))
+        response = conn.read_response()
+    assert response is not None and response.complete, f"no complete response to GET {target}"
+    return response
+
+
+def poll(port: int, target: str, predicate: object, *, timeout: float = 10.0) -> object:
+    """GET ``target`` until ``predicate(json)`` is true; returns the last JSON value.
+
+    Polls every 20 ms up to ``timeout`` seconds (a deadline, not a sleep to synchronise on).
+    """
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while True:
+        value = get(port, target).json()
+        if predicate(value) or time.monotonic() >= deadline:
+            return value
+        time.sleep(0.02)

@@ -1,0 +1,156 @@
+"""Streaming bodies both ways, flow control, and ``http.disconnect``.
+
+A 10 MB upload and download must stream: the server tree's RSS, sampled every 10 ms during the
+transfer, grows by well under the body size. Backpressure is observed from the outside: a
+client whose peer stops reading stalls once the kernel buffers and the server's high-water
+mark are full, long before the whole body has moved.
+
+Spec: ASGI HTTP spec 2.4 (``http.request`` with ``more_body``, ``http.disconnect``; "servers
+should apply backpressure"); RFC 9112 §6 (message body).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.conformance.conftest import RunningServer
+from tests.conformance.support import Connection, get, poll, request
+
+feature = pytest.mark.feature
+
+MB = 1024 * 1024
+TRANSFER = 10 * MB
+RSS_BOUND = TRANSFER // 2  # bytes the server tree may grow while moving TRANSFER bytes
+FLOOD = 48 * MB  # bytes offered to a peer that does not read
+FLOOD_BOUND = 24 * MB  # bytes that may move before the stall: kernel buffers + server buffers
+STALL = 1.0  # seconds without progress that count as a stall
+
+
+class PeakRSS:
+    """Samples the server tree's RSS every 10 ms in a thread; ``growth`` = peak - baseline."""
+
+    def __init__(self, server: RunningServer) -> None:
+        self.server = server
+        self.baseline = server.process.rss()
+        self.peak = self.baseline
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self.peak = max(self.peak, self.server.process.rss())
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+        self.peak = max(self.peak, self.server.process.rss())
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.baseline
+
+
+def _upload(port: int, size: int) -> dict[str, int]:
+    with Connection(port) as conn:
+        conn.send(request("POST", "/upload", headers=[("Content-Length", str(size))]))
+        piece = b"u" * 65536
+        left = size
+        while left:
+            part = piece[:left]
+            conn.send(part)
+            left -= len(part)
+        response = conn.read_response()
+        assert response is not None and response.status == 200
+        value = response.json()
+        assert isinstance(value, dict)
+        return value
+
+
+def _download(port: int, size: int) -> int:
+    with Connection(port) as conn:
+        conn.send(request("GET", f"/download?size={size}"))
+        response = conn.read_response()
+        assert response is not None and response.complete and response.status == 200
+        return len(response.body)
+
+
+@feature("large-upload")
+def test_10mb_upload_is_streamed(server: RunningServer) -> None:
+    _upload(server.port, MB)  # warm up: buffers and code paths allocated once
+    with PeakRSS(server) as rss:
+        result = _upload(server.port, TRANSFER)
+    assert result["size"] == TRANSFER
+    assert result["messages"] > 1, "the whole body arrived in one http.request message"
+    assert rss.growth < RSS_BOUND, f"server RSS grew {rss.growth / MB:.1f} MB for a 10 MB body"
+
+
+@feature("large-download")
+def test_10mb_download_is_streamed(server: RunningServer) -> None:
+    _download(server.port, MB)
+    with PeakRSS(server) as rss:
+        received = _download(server.port, TRANSFER)
+    assert received == TRANSFER
+    assert rss.growth < RSS_BOUND, f"server RSS grew {rss.growth / MB:.1f} MB for a 10 MB body"
+
+
+@feature("read-backpressure")
+def test_server_stops_reading_when_the_app_does_not(server: RunningServer) -> None:
+    key = f"hold-{server.name}-{time.monotonic_ns()}"
+    piece = memoryview(b"b" * 65536)
+    with Connection(server.port, timeout=STALL) as conn:
+        conn.send(request("POST", f"/hold?key={key}", headers=[("Content-Length", str(FLOOD))]))
+        sent = 0
+        try:
+            while sent < FLOOD:
+                sent += conn.sock.send(piece[: min(len(piece), FLOOD - sent)])
+        except TimeoutError:
+            pass
+        stalled_at = sent
+        assert get(server.port, f"/release?key={key}").status == 200
+        conn.sock.settimeout(10.0)
+        while sent < FLOOD:
+            sent += conn.sock.send(piece[: min(len(piece), FLOOD - sent)])
+        response = conn.read_response()
+    assert stalled_at < FLOOD_BOUND, (
+        f"{stalled_at / MB:.1f} MB accepted while the app read nothing: no backpressure")
+    assert response is not None and response.status == 200
+    body = response.json()
+    assert isinstance(body, dict) and body["size"] == FLOOD
+
+
+@feature("write-flow-control")
+def test_app_send_waits_for_a_slow_client(server: RunningServer) -> None:
+    key = f"produce-{server.name}-{time.monotonic_ns()}"
+    with Connection(server.port, rcvbuf=65536) as conn:
+        conn.send(request("GET", f"/produce?key={key}&size={FLOOD}"))
+        # the client reads nothing; poll until the app's progress stops moving
+        last, last_change = -1, time.monotonic()
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline:
+            sent = get(server.port, f"/progress?key={key}").json()
+            assert isinstance(sent, dict)
+            if sent["sent"] != last:
+                last, last_change = sent["sent"], time.monotonic()
+            elif time.monotonic() - last_change >= STALL or last >= FLOOD:
+                break
+            time.sleep(0.05)  # polling interval
+    assert last < FLOOD_BOUND, (
+        f"send() accepted {last / MB:.1f} MB the client never read: no write flow control")
+
+
+@feature("disconnect")
+def test_app_receives_http_disconnect(server: RunningServer) -> None:
+    key = f"disc-{server.name}-{time.monotonic_ns()}"
+    with Connection(server.port) as conn:
+        conn.send(request("GET", f"/wait-disconnect?key={key}"))
+        status = poll(server.port, f"/status?key={key}", lambda v: v["status"] == "waiting")
+        assert status == {"status": "waiting"}
+    status = poll(server.port, f"/status?key={key}", lambda v: v["status"] == "disconnected")
+    assert status == {"status": "disconnected"}

@@ -1,0 +1,116 @@
+"""WebSocket, HTTP/2 (cleartext, prior knowledge) and the ASGI extensions, where offered.
+
+An extension counts as offered when the server lists it in ``scope["extensions"]`` over
+HTTP/1.1 *and* the message it names has its effect on the wire.
+
+Spec: ASGI WebSocket spec 2.4; RFC 6455 §4 (opening handshake); RFC 9113 §3.3 (prior
+knowledge); ASGI extensions: ``http.response.trailers`` (RFC 9112 §7.1.2 trailer section,
+sent only when the request has ``TE: trailers``), ``http.response.early_hint`` (RFC 8297,
+103), ``http.response.pathsend``, ``http.response.zerocopysend``.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import h2.config
+import h2.connection
+import h2.events
+import pytest
+from websockets.sync.client import connect as ws_connect
+
+from tests.conformance import apps
+from tests.conformance.conftest import RunningServer
+from tests.conformance.support import HOST, IO_TIMEOUT, Connection, request
+
+feature = pytest.mark.feature
+
+
+@feature("websocket")
+def test_websocket_echo(server: RunningServer) -> None:
+    url = f"ws://{HOST}:{server.port}/ws"
+    with ws_connect(url, open_timeout=IO_TIMEOUT, close_timeout=2.0) as ws:
+        ws.send("hello")
+        assert ws.recv(timeout=IO_TIMEOUT) == "hello"
+        ws.send(b"\x00\x01binary")
+        assert ws.recv(timeout=IO_TIMEOUT) == b"\x00\x01binary"
+
+
+def _h2_get(port: int, path: str) -> tuple[dict[bytes, bytes], bytes]:
+    """One GET over h2c with prior knowledge: (response headers, body)."""
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    with socket.create_connection((HOST, port), timeout=IO_TIMEOUT) as sock:
+        conn.initiate_connection()
+        conn.send_headers(1, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                              (":authority", f"{HOST}:{port}")], end_stream=True)
+        sock.sendall(conn.data_to_send())
+        headers: dict[bytes, bytes] = {}
+        body = bytearray()
+        while True:
+            data = sock.recv(65536)
+            assert data, "server closed the HTTP/2 connection"
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived):
+                    headers = {bytes(k): bytes(v) for k, v in event.headers or []}
+                elif isinstance(event, h2.events.DataReceived):
+                    body += event.data or b""
+                    conn.acknowledge_received_data(event.flow_controlled_length or 0, 1)
+                elif isinstance(event, h2.events.StreamEnded):
+                    return headers, bytes(body)
+                elif isinstance(event, h2.events.ConnectionTerminated):
+                    raise AssertionError(f"server ended the HTTP/2 connection: {event}")
+            sock.sendall(conn.data_to_send())
+
+
+@feature("http2")
+def test_h2c_prior_knowledge(server: RunningServer) -> None:
+    headers, body = _h2_get(server.port, "/length")
+    assert headers.get(b":status") == b"200"
+    assert body == apps.HELLO
+
+
+@feature("http2")
+def test_h2_scope_http_version(server: RunningServer) -> None:
+    headers, body = _h2_get(server.port, "/scope")
+    assert headers.get(b":status") == b"200"
+    assert b'"http_version": "2"' in body
+
+
+@feature("ext-trailers")
+def test_trailers_extension(server: RunningServer) -> None:
+    with Connection(server.port) as conn:
+        conn.send(request("GET", "/trailers", headers=[("TE", "trailers")]))
+        response = conn.read_response()
+    assert response is not None and response.status == 200, response
+    assert response.chunked and response.body == apps.HELLO
+    assert response.trailers == [(apps.TRAILER[0].decode(), apps.TRAILER[1].decode())]
+
+
+@feature("ext-early-hints")
+def test_early_hints_extension(server: RunningServer) -> None:
+    with Connection(server.port) as conn:
+        conn.send(request("GET", "/early-hints"))
+        first = conn.read_response(informational=True)
+        assert first is not None and first.status == 103, first
+        assert first.header("link") == apps.EARLY_LINK.decode()
+        final = conn.read_response()
+    assert final is not None and final.status == 200 and final.body == apps.HELLO
+
+
+@feature("ext-pathsend")
+def test_pathsend_extension(server: RunningServer) -> None:
+    with Connection(server.port) as conn:
+        conn.send(request("GET", "/pathsend"))
+        response = conn.read_response()
+    assert response is not None and response.status == 200, response
+    assert response.body == Path(apps.SELF_PATH).read_bytes()
+
+
+@feature("ext-zerocopysend")
+def test_zerocopysend_extension(server: RunningServer) -> None:
+    with Connection(server.port) as conn:
+        conn.send(request("GET", "/zerocopysend"))
+        response = conn.read_response()
+    assert response is not None and response.status == 200, response
+    assert response.body == Path(apps.SELF_PATH).read_bytes()
