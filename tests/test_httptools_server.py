@@ -1,0 +1,433 @@
+"""toy-httptools: protocol tests on a mock transport and a fake clock, then end to end on loopback.
+
+The protocol tests drive ``HttpToolsProtocol`` by hand (``data_received`` with raw bytes, the
+fake clock for deadlines) so keep-alive, pipelining and backpressure are deterministic. The
+end-to-end tests serve on a socket bound to port 0 in a background thread and talk to it with
+httpx, raw sockets, curl and wrk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.echo_app import app as echo_app
+from tests.support.mock import FakeClockLoop, MockTransport
+from toyservers._server import ServerState
+from toyservers.config import Config
+from toyservers.httptools_server import HIGH_WATER_LIMIT, HttpToolsProtocol, serve
+
+HOST = b"Host: test\r\n"
+TIMEOUT = 5.0  # seconds, for every network call
+
+
+def get(path: bytes = b"/", extra: bytes = b"") -> bytes:
+    return b"GET " + path + b" HTTP/1.1\r\n" + HOST + extra + b"\r\n"
+
+
+def post(body: bytes, extra: bytes = b"") -> bytes:
+    return (b"POST / HTTP/1.1\r\n" + HOST + b"Content-Length: %d\r\n" % len(body) + extra
+            + b"\r\n" + body)
+
+
+def statuses(data: bytes) -> list[int]:
+    """Status codes of the responses in ``data`` (the echo bodies never hold a status line)."""
+    return [int(code) for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", data)]
+
+
+# --- protocol tests: mock transport, fake clock -----------------------------------------------
+
+
+class Harness:
+    """A protocol on a MockTransport inside a FakeClockLoop; ``run()`` lets pending work run."""
+
+    def __init__(self, app: Any = echo_app, **config: Any) -> None:
+        self.loop = FakeClockLoop()
+        asyncio.set_event_loop(self.loop)
+        self.state = ServerState(app, Config(**{"access_log": False, **config}), {})
+        self.transport = MockTransport()
+        self.protocol = self.loop.run_until_complete(self._make())
+        self.protocol.connection_made(self.transport)
+
+    async def _make(self) -> HttpToolsProtocol:
+        return HttpToolsProtocol(self.state)
+
+    def send(self, data: bytes) -> bytes:
+        """Feed ``data`` from inside the running loop, as a real transport does."""
+        self.loop.call_soon(self.protocol.data_received, data)
+        self.run()
+        return self.transport.take()
+
+    def run(self) -> None:
+        for _ in range(20):
+            self.loop.run_until_complete(asyncio.sleep(0))
+
+    def advance(self, seconds: float) -> None:
+        self.loop.advance(seconds)
+        self.run()
+
+    def close(self) -> None:
+        self.protocol.connection_lost(None)
+        self.run()
+        self.loop.close()
+        asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    h = Harness()
+    yield h
+    h.close()
+
+
+def test_post_is_echoed_with_content_length_in_one_write(harness: Harness) -> None:
+    out = harness.send(post(b'{"id": 1}'))
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"content-length: %d" % len(body) in head
+    assert b"date: " in head and b"server: toyservers" in head
+    assert json.loads(body)["body"] == '{"id": 1}'
+    assert not harness.transport.closed
+
+
+def test_scope_fields() -> None:
+    seen: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.update(scope)
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body"})
+
+    h = Harness(app, root_path="/api")
+    h.state.lifespan_state["db"] = "up"
+    try:
+        out = h.send(b"GET /a%20b?x=1 HTTP/1.1\r\nHost: t\r\nX-Two: 2\r\n\r\n")
+    finally:
+        h.close()
+    assert statuses(out) == [204] and b"transfer-encoding" not in out
+    assert seen["path"] == "/api/a b" and seen["raw_path"] == b"/api/a%20b"
+    assert seen["query_string"] == b"x=1" and seen["root_path"] == "/api"
+    assert seen["headers"] == [(b"host", b"t"), (b"x-two", b"2")]
+    assert seen["asgi"] == {"version": "3.0", "spec_version": "2.4"}
+    assert seen["http_version"] == "1.1" and seen["method"] == "GET"
+    assert seen["client"] == ("127.0.0.1", 50000) and seen["server"] == ("127.0.0.1", 8000)
+    assert seen["state"] == {"db": "up"} and seen["state"] is not h.state.lifespan_state
+
+
+def test_keep_alive_timer_closes_an_idle_connection(harness: Harness) -> None:
+    assert statuses(harness.send(get())) == [200]
+    harness.advance(4.0)
+    assert statuses(harness.send(get())) == [200]  # activity pushes the deadline back
+    harness.advance(4.0)
+    assert not harness.transport.closed
+    harness.advance(1.5)
+    assert harness.transport.closed
+
+
+def test_pipelined_requests_are_answered_in_order(harness: Harness) -> None:
+    out = harness.send(get(b"/one") + post(b"two") + get(b"/three"))
+    paths = [json.loads(part.split(b"\r\n\r\n", 1)[1].split(b"HTTP/1.1")[0])["path"]
+             for part in out.split(b"HTTP/1.1 200 OK")[1:]]
+    assert paths == ["/one", "/", "/three"]
+
+
+def test_pipelined_requests_wait_for_a_slow_response() -> None:
+    release = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"] == "/slow":
+            await release.wait()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"1")]})
+        await send({"type": "http.response.body", "body": scope["path"][1:2].encode()})
+
+    h = Harness(app)
+    try:
+        out = h.send(get(b"/slow") + get(b"/fast"))
+        assert out == b"" and h.transport.reading_paused
+        release.set()
+        h.run()
+        out = h.transport.take()
+        assert out.index(b"\r\n\r\ns") < out.index(b"\r\n\r\nf")
+        assert not h.transport.reading_paused
+    finally:
+        h.close()
+
+
+def test_reading_pauses_above_the_high_water_mark_until_the_app_reads() -> None:
+    got: list[int] = []
+    gate = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await gate.wait()
+        while True:
+            message = await receive()
+            got.append(len(message["body"]))
+            if not message["more_body"]:
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    h = Harness(app)
+    size = 3 * HIGH_WATER_LIMIT
+    try:
+        h.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % size)
+        h.send(b"x" * (HIGH_WATER_LIMIT + 1))
+        assert h.transport.reading_paused
+        gate.set()
+        h.run()
+        assert not h.transport.reading_paused
+        out = h.send(b"x" * (size - HIGH_WATER_LIMIT - 1))
+        assert sum(got) == size
+        assert out.endswith(b"0\r\n\r\n") and b"transfer-encoding: chunked" in out
+    finally:
+        h.close()
+
+
+def test_send_waits_while_the_transport_is_paused() -> None:
+    sent: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for part in ("a", "b"):
+            await send({"type": "http.response.body", "body": part.encode(), "more_body": True})
+            sent.append(part)
+        await send({"type": "http.response.body"})
+
+    h = Harness(app)
+    try:
+        h.protocol.pause_writing()
+        h.send(get())
+        assert sent == []
+        h.protocol.resume_writing()
+        h.run()
+        assert sent == ["a", "b"]
+    finally:
+        h.close()
+
+
+def test_expect_100_continue_only_when_the_body_is_asked_for(harness: Harness) -> None:
+    out = harness.send(b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+                       b"Content-Length: 5\r\n\r\n")
+    assert out == b"HTTP/1.1 100 Continue\r\n\r\n"
+    out = harness.send(b"hello")
+    assert statuses(out) == [200] and b'"body": "hello"' in out
+
+
+def test_no_100_continue_for_http_1_0(harness: Harness) -> None:
+    out = harness.send(b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+    assert out == b""
+    assert statuses(harness.send(b"ok")) == [200]
+
+
+def test_header_deadline_gives_408(harness: Harness) -> None:
+    harness.send(b"GET / HTTP/1.1\r\nHost: t\r\n")
+    harness.advance(9.0)
+    assert harness.transport.take() == b""
+    harness.advance(1.5)
+    out = harness.transport.take()
+    assert statuses(out) == [408] and b"connection: close" in out and harness.transport.closed
+
+
+def test_body_inactivity_gives_408_before_the_response() -> None:
+    h = Harness(timeout_body=2.0)
+    try:
+        h.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc")
+        h.advance(1.5)
+        h.send(b"def")  # activity: the deadline moves
+        h.advance(1.5)
+        assert not h.transport.closed
+        h.advance(1.0)
+        assert statuses(h.transport.take()) == [408] and h.transport.closed
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("raw, status", [
+    (b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+    (b"GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505),
+    (b"GET / HTTP/1.1\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+    (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n", 414),
+    (b"GET / HTTP/1.1\r\nHost: t\r\nX: " + b"a" * 17000, 431),
+    (b"BREW / HTTP/1.1\r\nHost: t\r\n\r\n", 501),
+    (b"G(T / HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+])
+def test_bad_requests_get_their_status_and_a_close(harness: Harness, raw: bytes, status: int
+                                                   ) -> None:
+    out = harness.send(raw + get(b"/smuggled"))
+    assert statuses(out) == [status]
+    assert b"connection: close" in out and harness.transport.closed
+
+
+def test_error_after_a_good_request_waits_its_turn(harness: Harness) -> None:
+    out = harness.send(get(b"/first") + b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n")
+    assert statuses(out) == [200, 400] and harness.transport.closed
+
+
+def test_app_errors_become_500_or_a_close() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"] == "/late":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"x", "more_body": True})
+        raise RuntimeError("boom")
+
+    for path, status in ((b"/early", 500), (b"/late", 200)):
+        h = Harness(app)
+        try:
+            out = h.send(get(path))
+            assert statuses(out) == [status] and h.transport.closed
+        finally:
+            h.close()
+
+
+def test_graceful_shutdown_finishes_the_response_in_flight() -> None:
+    release = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
+
+    h = Harness(app)
+    try:
+        h.send(get())
+        h.protocol.shutdown()
+        assert not h.transport.closed
+        release.set()
+        h.run()
+        out = h.transport.take()
+        assert statuses(out) == [200] and b"connection: close" in out and h.transport.closed
+    finally:
+        h.close()
+
+
+def test_http_1_0_is_close_delimited_without_a_length() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"old"})
+
+    h = Harness(app)
+    try:
+        out = h.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        assert b"transfer-encoding" not in out and b"connection: close" in out
+        assert out.endswith(b"\r\n\r\nold") and h.transport.closed
+    finally:
+        h.close()
+
+
+# --- end to end over 127.0.0.1 ----------------------------------------------------------------
+
+
+def url(address: tuple[str, int], path: str = "") -> str:
+    return f"http://{address[0]}:{address[1]}{path}"
+
+
+@pytest.fixture(scope="module")
+def address() -> Iterator[tuple[str, int]]:
+    """Serve the echo app on port 0 in a thread for the module; yield its address."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    stop = asyncio.Event()
+    config = Config(access_log=False, timeout_keep_alive=5.0)
+    thread = threading.Thread(target=loop.run_until_complete,
+                              args=(serve(echo_app, config, sock=sock, ready=lambda _: ready.set(),
+                                          shutdown=stop),))
+    thread.start()
+    assert ready.wait(TIMEOUT)
+    yield sock.getsockname()
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(TIMEOUT)
+    loop.close()
+
+
+def test_httpx_keeps_one_connection_for_many_requests(address: tuple[str, int]) -> None:
+    base = url(address)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        for i in range(20):
+            response = client.post(f"{base}/n/{i}", json={"i": i})
+            assert response.status_code == 200
+            assert response.json()["path"] == f"/n/{i}"
+            assert json.loads(response.json()["body"]) == {"i": i}
+        head = client.head(base)
+        assert head.content == b"" and int(head.headers["content-length"]) > 0
+
+
+def test_raw_socket_chunked_request_and_connection_close(address: tuple[str, int]) -> None:
+    with socket.create_connection(address, timeout=TIMEOUT) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+                     b"Connection: close\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert statuses(data) == [200] and b'"body": "abcde"' in data
+    assert b"connection: close" in data
+
+
+def test_a_stalled_client_blocks_nobody(address: tuple[str, int]) -> None:
+    with socket.create_connection(address, timeout=TIMEOUT) as stalled:
+        stalled.sendall(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nab")
+        response = httpx.get(url(address, "/"), timeout=TIMEOUT)
+        assert response.status_code == 200
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_curl(address: tuple[str, int]) -> None:
+    result = subprocess.run(
+        ["curl", "-sS", "-m", "5", "-H", "Content-Type: application/json", "-d", '{"a": 1}',
+         url(address, "/curl?q=1")], capture_output=True, timeout=10, check=True)
+    echoed = json.loads(result.stdout)
+    assert echoed["path"] == "/curl" and echoed["query_string"] == "q=1"
+    assert echoed["body"] == '{"a": 1}'
+
+
+@pytest.mark.wrk
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+def test_wrk_short_run_has_no_errors(address: tuple[str, int]) -> None:
+    result = subprocess.run(["wrk", "-t1", "-c4", "-d1s", url(address, "/")],
+                            capture_output=True, text=True, timeout=30, check=True)
+    requests = int(result.stdout.split(" requests in ")[0].split()[-1])
+    assert requests > 0, result.stdout
+    assert "Socket errors" not in result.stdout and "Non-2xx" not in result.stdout, result.stdout
+
+
+def test_random_bytes_never_kill_the_server(address: tuple[str, int]) -> None:
+    import random
+
+    rng = random.Random(1234)
+    started = time.monotonic()
+    for _ in range(40):
+        blob = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+        if rng.random() < 0.5:
+            blob = get()[: rng.randrange(10)] + blob
+        with socket.create_connection(address, timeout=TIMEOUT) as sock:
+            sock.sendall(blob)
+            sock.shutdown(socket.SHUT_WR)
+            while sock.recv(65536):
+                pass
+    assert time.monotonic() - started < 30
+    assert httpx.get(url(address, "/alive"), timeout=TIMEOUT).status_code == 200
+
+
+def test_access_log_line_and_concurrency_limit(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="toyservers.access")
+    h = Harness(access_log=True, limit_concurrency=0)
+    try:
+        out = h.send(get(b"/logged?q=1"))
+    finally:
+        h.close()
+    assert statuses(out) == [503] and h.transport.closed
+    assert '127.0.0.1:50000 - "GET /logged?q=1 HTTP/1.1" 503' in caplog.messages

@@ -1,0 +1,893 @@
+"""toy-raw (toyservers/raw_asyncio.py): the hand-written HTTP/1.1 parser and the server around it.
+
+Three levels: the pure parsing functions without sockets; the protocol object on a mock
+transport and a fake clock (keep-alive, deadlines, pipelining and backpressure become
+deterministic); and the real server on 127.0.0.1 port 0 with httpx, raw sockets, curl and wrk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.echo_app import app as echo_app
+from tests.support.mock import FakeClockLoop, MockTransport
+from toyservers._server import ServerState
+from toyservers.config import Config
+from toyservers.raw_asyncio import (
+    HIGH_WATER_LIMIT,
+    BadRequest,
+    ChunkedDecoder,
+    RawHTTPProtocol,
+    body_framing,
+    check_partial_head,
+    parse_request_head,
+    serve,
+    split_target,
+)
+
+# --- parse_request_head (RFC 9112 §2.2, §3, §5) ------------------------------------------------
+
+
+def test_parse_request_head_returns_method_target_version_and_lowercased_headers() -> None:
+    head = b"POST /a%20b?x=1 HTTP/1.1\r\nHost: example.com\r\nX-Thing:  v a l \t\r\nX-Thing: 2"
+    method, target, version, headers = parse_request_head(head)
+    assert (method, target, version) == ("POST", b"/a%20b?x=1", "1.1")
+    assert headers == [(b"host", b"example.com"), (b"x-thing", b"v a l"), (b"x-thing", b"2")]
+
+
+@pytest.mark.parametrize(("version", "expected"), [
+    (b"HTTP/1.0", "1.0"), (b"HTTP/1.1", "1.1"), (b"HTTP/1.2", "1.1"), (b"HTTP/1.9", "1.1"),
+])
+def test_any_http_1_minor_version_is_accepted(version: bytes, expected: str) -> None:
+    assert parse_request_head(b"GET / " + version + b"\r\nHost: x")[2] == expected
+
+
+def test_obs_text_is_allowed_in_field_values() -> None:
+    headers = parse_request_head(b"GET / HTTP/1.1\r\nHost: x\r\nX-Name: caf\xc3\xa9")[3]
+    assert headers[1] == (b"x-name", b"caf\xc3\xa9")
+
+
+@pytest.mark.parametrize(("head", "status"), [
+    (b"GET / HTTP/2.0\r\nHost: x", 505),
+    (b"GET / HTTP/3.0\r\nHost: x", 505),
+    (b"GET / HTTP/0.9\r\nHost: x", 505),
+    (b"GET / HTTP/1.10\r\nHost: x", 400),
+    (b"GET / HTTP/1\r\nHost: x", 400),
+    (b"GET / http/1.1\r\nHost: x", 400),
+    (b"GET / FOO\r\nHost: x", 400),
+    (b"GET /\r\nHost: x", 400),
+    (b"GET  / HTTP/1.1\r\nHost: x", 400),
+    (b" GET / HTTP/1.1\r\nHost: x", 400),
+    (b"GET / HTTP/1.1 \r\nHost: x", 400),
+    (b"G(T / HTTP/1.1\r\nHost: x", 400),
+    (b"GET /a\tb HTTP/1.1\r\nHost: x", 400),
+    (b"GET /\xff HTTP/1.1\r\nHost: x", 400),
+    (b"GET /#frag HTTP/1.1\r\nHost: x", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x00b", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x7fb", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rb", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\nX-A: b", 400),
+    (b"GET / HTTP/1.1\rHost: x", 400),
+    (b"GET / HTTP/1.1\r\nHost : x", 400),
+    (b"GET / HTTP/1.1\r\nHost\t: x", 400),
+    (b"GET / HTTP/1.1\r\n Host: x", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-A: b\r\n  folded", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-A b", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\n: empty-name", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX(A): b", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-\xc3\xa9: b", 400),
+])
+def test_malformed_heads_are_refused_with_the_right_status(head: bytes, status: int) -> None:
+    with pytest.raises(BadRequest) as info:
+        parse_request_head(head)
+    assert info.value.status == status
+
+
+def test_head_limits_give_414_and_431() -> None:
+    long_line = b"GET /" + b"a" * 100 + b" HTTP/1.1\r\nHost: x"
+    with pytest.raises(BadRequest) as info:
+        parse_request_head(long_line, max_request_line=50)
+    assert info.value.status == 414
+    big_fields = b"GET / HTTP/1.1\r\nHost: x\r\nX-A: " + b"b" * 100
+    with pytest.raises(BadRequest) as info:
+        parse_request_head(big_fields, max_header_size=50)
+    assert info.value.status == 431
+    many = b"GET / HTTP/1.1\r\nHost: x" + b"\r\nX-A: b" * 5
+    assert len(parse_request_head(many, max_headers=6)[3]) == 6
+    with pytest.raises(BadRequest) as info:
+        parse_request_head(many, max_headers=5)
+    assert info.value.status == 431
+
+
+@pytest.mark.parametrize(("buffer", "status"), [
+    (b"GET /" + b"a" * 200, 414),
+    (b"GET /" + b"a" * 200 + b" HTTP/1.1\r\n", 414),
+    (b"GET / HTTP/1.1\r\nX-A: " + b"b" * 300, 431),
+    (b"GET / HTTP/1.1" + b"\r\nX-A: b" * 20, 431),
+    (b"GET / HTTP/1.1\nHost: x\n\n", 400),
+    (b"GET /\x00", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\rX", 400),
+])
+def test_check_partial_head_refuses_early(buffer: bytes, status: int) -> None:
+    with pytest.raises(BadRequest) as info:
+        check_partial_head(buffer, max_request_line=100, max_header_size=200, max_headers=10)
+    assert info.value.status == status
+
+
+@pytest.mark.parametrize("buffer", [b"GET / HTTP/1.1\r", b"GET / HTTP/1.1\r\nHost: x\r\n\r",
+                                    b"G", b"GET / HTTP/1.1\r\nX-A: " + b"b" * 150])
+def test_check_partial_head_waits_for_more(buffer: bytes) -> None:
+    check_partial_head(buffer, max_request_line=100, max_header_size=200, max_headers=10)
+
+
+# --- body_framing (RFC 9112 §6, §9.3; RFC 9110 §10.1.1) --------------------------------------
+
+
+def framing(version: str, *fields: tuple[bytes, bytes]) -> tuple[int | None, bool, bool, bool]:
+    return body_framing(version, [(b"host", b"x"), *fields])
+
+
+def test_framing_content_length_chunked_keep_alive_and_expect() -> None:
+    assert framing("1.1") == (None, False, True, False)
+    assert framing("1.1", (b"content-length", b"0042")) == (42, False, True, False)
+    assert framing("1.1", (b"transfer-encoding", b"Chunked")) == (None, True, True, False)
+    assert framing("1.1", (b"transfer-encoding", b", chunked,")) == (None, True, True, False)
+    assert framing("1.1", (b"connection", b"Keep-Alive, Close")) == (None, False, False, False)
+    assert framing("1.0") == (None, False, False, False)
+    assert framing("1.0", (b"connection", b"keep-alive")) == (None, False, True, False)
+    assert framing("1.1", (b"expect", b"100-Continue"))[3] is True
+    assert framing("1.0", (b"expect", b"100-continue"))[3] is False
+    assert body_framing("1.0", []) == (None, False, False, False)
+
+
+@pytest.mark.parametrize(("fields", "status"), [
+    ([(b"content-length", b"5"), (b"transfer-encoding", b"chunked")], 400),
+    ([(b"transfer-encoding", b"chunked"), (b"content-length", b"5")], 400),
+    ([(b"transfer-encoding", b"gzip")], 400),
+    ([(b"transfer-encoding", b"chunked, gzip")], 400),
+    ([(b"transfer-encoding", b"chunked"), (b"transfer-encoding", b"identity")], 400),
+    ([(b"transfer-encoding", b"chunked, chunked")], 400),
+    ([(b"transfer-encoding", b"chunked;x=1")], 400),
+    ([(b"transfer-encoding", b"")], 400),
+    ([(b"transfer-encoding", b"gzip, chunked")], 501),
+    ([(b"transfer-encoding", b"foo, chunked")], 501),
+    ([(b"content-length", b"5"), (b"content-length", b"5")], 400),
+    ([(b"content-length", b"5, 6")], 400),
+    ([(b"content-length", b"+5")], 400),
+    ([(b"content-length", b"-5")], 400),
+    ([(b"content-length", b"5 5")], 400),
+    ([(b"content-length", b"0x5")], 400),
+    ([(b"content-length", b"")], 400),
+    ([(b"content-length", "５".encode())], 400),
+    ([(b"content-length", b"9" * 30)], 400),
+    ([(b"host", b"y")], 400),
+    ([(b"host", b"a b")], 400),
+    ([(b"host", b"x/y")], 400),
+])
+def test_framing_refusals(fields: list[tuple[bytes, bytes]], status: int) -> None:
+    with pytest.raises(BadRequest) as info:
+        framing("1.1", *fields)
+    assert info.value.status == status
+
+
+def test_host_is_required_in_1_1_only_and_never_twice() -> None:
+    with pytest.raises(BadRequest):
+        body_framing("1.1", [])
+    assert body_framing("1.0", [(b"host", b"[::1]:8000")])[2] is False
+    with pytest.raises(BadRequest):
+        body_framing("1.0", [(b"host", b"a"), (b"host", b"a")])
+    with pytest.raises(BadRequest) as info:
+        body_framing("1.0", [(b"transfer-encoding", b"chunked")])
+    assert info.value.status == 400
+
+
+def test_split_target_forms() -> None:
+    assert split_target("GET", b"/p/q?a=1?b") == (b"/p/q", b"a=1?b")
+    assert split_target("GET", b"http://example.com/p?x") == (b"/p", b"x")
+    assert split_target("GET", b"https://example.com") == (b"/", b"")
+    assert split_target("GET", b"http://example.com?x=1") == (b"/", b"x=1")
+    assert split_target("GET", b"http://example.com?x=/y") == (b"/", b"x=/y")
+    assert split_target("OPTIONS", b"*") == (b"*", b"")
+    assert split_target("CONNECT", b"example.com:443") == (b"example.com:443", b"")
+    for method, target in [("GET", b"*"), ("GET", b"example.com:443"), ("GET", b"p"),
+                           ("GET", b"ftp://x/y")]:
+        with pytest.raises(BadRequest):
+            split_target(method, target)
+
+
+# --- ChunkedDecoder (RFC 9112 §7.1) ------------------------------------------------------------
+
+CHUNKED = (b"5;name=value;q=\"a \\\" b\" ; flag\r\nhello\r\n"
+           b"1A\r\n" + b"x" * 26 + b"\r\n"
+           b"000\r\nX-Trailer: yes\r\nX-Other:  1\r\n\r\nNEXT")
+
+
+def test_chunked_decoder_whole_buffer_with_extensions_and_trailers() -> None:
+    decoder = ChunkedDecoder()
+    buffer = bytearray(CHUNKED)
+    assert decoder.feed(buffer) == b"hello" + b"x" * 26
+    assert decoder.done
+    assert buffer == b"NEXT"  # the next request's bytes are left alone
+
+
+def test_chunked_decoder_one_byte_at_a_time_gives_the_same_body() -> None:
+    decoder = ChunkedDecoder()
+    buffer = bytearray()
+    out = b""
+    for byte in CHUNKED:
+        buffer.append(byte)
+        out += decoder.feed(buffer)
+        if decoder.done:
+            break
+    assert out == b"hello" + b"x" * 26
+    assert decoder.done and buffer == b""
+
+
+@pytest.mark.parametrize("body", [
+    b"5\nhello\r\n0\r\n\r\n",  # bare LF after the size
+    b"5\r\nhelloX\r\n0\r\n\r\n",  # no CRLF after the data
+    b"5\r\nhello\n0\r\n\r\n",  # bare LF after the data
+    b"5\r\nhello\r\r\n",  # CR not followed by LF
+    b"-5\r\nhello\r\n0\r\n\r\n",
+    b"0x5\r\nhello\r\n0\r\n\r\n",
+    b" 5\r\nhello\r\n0\r\n\r\n",
+    b"5 \r\nhello\r\n0\r\n\r\n",  # whitespace is allowed only before ';'
+    b"\r\nhello\r\n0\r\n\r\n",
+    b"g\r\n",
+    b"1" * 17 + b"\r\n",  # more than 64 bits
+    b"5;\r\nhello\r\n0\r\n\r\n",
+    b"5;a=\r\nhello\r\n0\r\n\r\n",
+    b"5;a=\"unterminated\r\nhello\r\n0\r\n\r\n",
+    b"5;a b\r\nhello\r\n0\r\n\r\n",
+    b"5;a=b\x00\r\nhello\r\n0\r\n\r\n",
+    b"5\r\nhello\r\n0\r\nBad Trailer: x\r\n\r\n",
+    b"5\r\nhello\r\n0\r\n folded\r\n\r\n",
+    b"5\r\nhello\r\n0\r\nX: a\rb\r\n\r\n",
+    b"5\r\nhello\r\n0\r\n\n",
+    b"5" + b";a=b" * 2000 + b"\r\n",
+])
+def test_chunked_decoder_refuses_malformed_framing(body: bytes) -> None:
+    with pytest.raises(BadRequest) as info:
+        ChunkedDecoder().feed(bytearray(body))
+    assert info.value.status == 400
+
+
+def test_chunked_decoder_limits_the_trailer_section() -> None:
+    body = b"0\r\n" + b"X-A: b\r\n" * 5 + b"\r\n"
+    ChunkedDecoder(max_trailers=5).feed(bytearray(body))
+    with pytest.raises(BadRequest) as info:
+        ChunkedDecoder(max_trailers=4).feed(bytearray(body))
+    assert info.value.status == 431
+
+
+# --- the protocol on a mock transport and a fake clock -----------------------------------------
+
+App = Callable[..., Any]
+
+
+class Harness:
+    """A RawHTTPProtocol on a MockTransport, driven step by step on a FakeClockLoop."""
+
+    def __init__(self, loop: FakeClockLoop, app: App, **config: Any) -> None:
+        self.loop = loop
+        self.state = ServerState(app, Config(**config), {"db": "ok"})
+        self.protocol = RawHTTPProtocol(self.state, loop=loop)
+        self.transport = MockTransport()
+        self.protocol.connection_made(self.transport)
+
+    def spin(self, rounds: int = 20) -> None:
+        for _ in range(rounds):
+            self.loop.run_until_complete(asyncio.sleep(0))
+
+    def feed(self, data: bytes) -> bytes:
+        self.protocol.data_received(data)
+        self.spin()
+        return self.transport.take()
+
+    def advance(self, seconds: float) -> None:
+        self.loop.advance(seconds)
+        self.spin()
+
+
+@pytest.fixture
+def loop() -> Iterator[FakeClockLoop]:
+    loop = FakeClockLoop()
+    yield loop
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.run_until_complete(asyncio.sleep(0))
+    loop.close()
+
+
+async def hello_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"hello"})
+
+
+GET = b"GET /p HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def split_response(data: bytes) -> tuple[bytes, dict[bytes, bytes], bytes]:
+    head, _, body = data.partition(b"\r\n\r\n")
+    status, *lines = head.split(b"\r\n")
+    fields = dict(line.split(b": ", 1) for line in lines)
+    return status, {k.lower(): v for k, v in fields.items()}, body
+
+
+def test_response_gets_length_date_server_and_stays_open(loop: FakeClockLoop) -> None:
+    h = Harness(loop, hello_app)
+    status, fields, body = split_response(h.feed(GET))
+    assert status == b"HTTP/1.1 200 OK"
+    assert fields[b"content-length"] == b"5" and body == b"hello"
+    assert b"date" in fields and fields[b"server"] == b"toyservers"
+    assert b"connection" not in fields and not h.transport.closed
+
+
+def test_scope_is_complete(loop: FakeClockLoop) -> None:
+    scopes: list[dict[str, Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        scopes.append(scope)
+        await hello_app(scope, receive, send)
+
+    h = Harness(loop, app, root_path="/mnt")
+    h.feed(b"GET /caf%C3%A9/x%2Fy?q=%20 HTTP/1.0\r\nHost: h\r\nX-A: 1\r\n\r\n")
+    scope = scopes[0]
+    assert scope["type"] == "http" and scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
+    assert scope["http_version"] == "1.0" and scope["method"] == "GET"
+    assert scope["scheme"] == "http"
+    assert scope["path"] == "/mnt/café/x/y" and scope["raw_path"] == b"/mnt/caf%C3%A9/x%2Fy"
+    assert scope["root_path"] == "/mnt" and scope["query_string"] == b"q=%20"
+    assert scope["headers"] == [(b"host", b"h"), (b"x-a", b"1")]
+    assert scope["client"] == ("127.0.0.1", 50000) and scope["server"] == ("127.0.0.1", 8000)
+    assert scope["state"] == {"db": "ok"} and scope["state"] is not h.state.lifespan_state
+
+
+def test_keep_alive_timer_closes_an_idle_connection_after_the_timeout(loop: FakeClockLoop
+                                                                     ) -> None:
+    h = Harness(loop, hello_app, timeout_keep_alive=5.0)
+    h.feed(GET)
+    h.advance(4.9)
+    assert not h.transport.closed
+    h.feed(GET)  # data_received cancels the timer; a new one starts after this response
+    h.advance(4.9)
+    assert not h.transport.closed
+    h.advance(0.2)
+    assert h.transport.closed and h.transport.take() == b""  # closed silently
+
+
+def test_connection_that_never_speaks_is_closed_after_the_keep_alive_timeout(
+        loop: FakeClockLoop) -> None:
+    h = Harness(loop, hello_app, timeout_keep_alive=2.0)
+    h.advance(2.1)
+    assert h.transport.closed
+
+
+def test_pipelined_requests_are_answered_in_order_one_at_a_time(loop: FakeClockLoop) -> None:
+    gates: list[asyncio.Event] = []
+    running: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        running.append(scope["path"])
+        gate = asyncio.Event()
+        gates.append(gate)
+        await gate.wait()
+        body = scope["path"].encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+
+    h = Harness(loop, app)
+    out = h.feed(b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\n"
+                 b"GET /3 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert out == b"" and running == ["/1"]  # the second waits until the first is answered
+    gates[0].set()
+    h.spin()
+    assert running == ["/1", "/2"] and h.transport.take().endswith(b"/1")
+    gates[1].set()
+    h.spin()
+    gates[2].set()
+    h.spin()
+    out = h.transport.take()
+    assert out.index(b"\r\n\r\n/2") < out.index(b"\r\n\r\n/3")
+
+
+def test_read_ahead_of_pipelined_requests_pauses_reading(loop: FakeClockLoop) -> None:
+    gate = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await gate.wait()
+        await hello_app(scope, receive, send)
+
+    big = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 2000 + b"\r\n\r\n"
+    count = HIGH_WATER_LIMIT // len(big) + 3
+    h = Harness(loop, app)
+    h.feed(big * count)
+    assert h.transport.reading_paused
+    gate.set()
+    h.spin(20 * count)
+    assert not h.transport.reading_paused
+    assert h.transport.take().count(b"HTTP/1.1 200 OK") == count
+
+
+def test_request_body_backpressure_pauses_and_resumes_reading(loop: FakeClockLoop) -> None:
+    gate = asyncio.Event()
+    received: list[int] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await gate.wait()
+        while True:
+            message = await receive()
+            received.append(len(message["body"]))
+            if not message["more_body"]:
+                break
+        await hello_app(scope, receive, send)
+
+    total = 3 * HIGH_WATER_LIMIT
+    h = Harness(loop, app)
+    h.feed(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % total)
+    h.feed(b"a" * (HIGH_WATER_LIMIT + 1))
+    assert h.transport.reading_paused  # the app has not read anything yet
+    gate.set()
+    h.spin()
+    assert not h.transport.reading_paused and received == [HIGH_WATER_LIMIT + 1]
+    h.feed(b"a" * (total - HIGH_WATER_LIMIT - 1))
+    assert sum(received) == total and received[-1] > 0
+    assert h.transport.take() == b""  # all sent earlier by feed's spin
+    assert h.transport.closed is False
+
+
+def test_send_waits_while_the_transport_is_over_its_high_water_mark(loop: FakeClockLoop
+                                                                    ) -> None:
+    sent: list[int] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for i in range(3):
+            await send({"type": "http.response.body", "body": b"x", "more_body": True})
+            sent.append(i)
+        await send({"type": "http.response.body", "body": b""})
+
+    h = Harness(loop, app)
+    h.protocol.pause_writing()
+    h.feed(GET)
+    assert sent == []
+    h.protocol.resume_writing()
+    h.spin()
+    assert sent == [0, 1, 2]
+    status, fields, body = split_response(h.transport.take())
+    assert fields[b"transfer-encoding"] == b"chunked"
+    assert body == b"1\r\nx\r\n" * 3 + b"0\r\n\r\n"
+
+
+def test_header_deadline_gives_408_and_closes(loop: FakeClockLoop) -> None:
+    h = Harness(loop, hello_app, timeout_headers=10.0)
+    h.feed(b"GET / HTTP/1.1\r\n")
+    h.advance(6)
+    h.feed(b"Host: x\r\n")  # trickling bytes do not extend the deadline
+    h.advance(4.1)
+    assert h.transport.take().startswith(b"HTTP/1.1 408 ")
+    assert h.protocol.phase == "closed"
+
+
+def test_body_inactivity_deadline_gives_408_and_disconnects_the_app(loop: FakeClockLoop
+                                                                    ) -> None:
+    messages: list[dict[str, Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        while True:
+            messages.append(await receive())
+            if messages[-1]["type"] == "http.disconnect":
+                return
+
+    h = Harness(loop, app, timeout_body=3.0)
+    h.feed(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+    h.advance(2.5)
+    h.feed(b"def")  # activity resets the inactivity deadline
+    h.advance(2.5)
+    assert h.transport.take() == b""
+    h.advance(1)
+    assert h.transport.take().startswith(b"HTTP/1.1 408 ")
+    assert messages[-1] == {"type": "http.disconnect"}
+    assert b"".join(m.get("body", b"") for m in messages) == b"abcdef"
+
+
+def test_expect_100_continue_is_sent_only_when_the_app_reads(loop: FakeClockLoop) -> None:
+    gate = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await gate.wait()
+        message = await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": message["body"]})
+
+    h = Harness(loop, app)
+    head = b"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+    assert h.feed(head) == b""
+    gate.set()
+    h.spin()
+    assert h.transport.take() == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert h.feed(b"ok").endswith(b"\r\n\r\nok")
+
+
+def test_no_100_continue_for_http_1_0_and_close_when_the_body_was_never_asked_for(
+        loop: FakeClockLoop) -> None:
+    h = Harness(loop, hello_app)
+    out = h.feed(b"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                 b"Content-Length: 5\r\n\r\n")
+    assert b"100 Continue" not in out and split_response(out)[1][b"connection"] == b"close"
+    h2 = Harness(loop, hello_app)
+    out = h2.feed(b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello")
+    assert b"100 Continue" not in out and out.startswith(b"HTTP/1.1 200 OK")
+
+
+def test_chunked_request_body_is_streamed_to_the_app(loop: FakeClockLoop) -> None:
+    h = Harness(loop, echo_app)
+    h.feed(b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+    out = h.feed(b"2;ext=1\r\nde\r\n0\r\nTrailer: t\r\n\r\n")
+    assert json.loads(split_response(out)[2])["body"] == "abcde"
+
+
+def test_http_1_0_closes_unless_keep_alive_and_connection_close_is_honoured(
+        loop: FakeClockLoop) -> None:
+    h = Harness(loop, hello_app)
+    out = h.feed(b"GET / HTTP/1.0\r\n\r\n")
+    assert split_response(out)[1][b"connection"] == b"close" and h.transport.closed
+    h = Harness(loop, hello_app)
+    out = h.feed(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+    assert split_response(out)[1][b"connection"] == b"keep-alive" and not h.transport.closed
+    h = Harness(loop, hello_app)
+    out = h.feed(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" + GET)
+    assert out.count(b"HTTP/1.1") == 1 and h.transport.closed
+
+
+def test_app_connection_close_header_closes_after_the_response(loop: FakeClockLoop) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"Connection", b"close")]})
+        await send({"type": "http.response.body", "body": b"bye"})
+
+    h = Harness(loop, app)
+    out = h.feed(GET + GET)
+    assert out.count(b"HTTP/1.1 200") == 1 and out.lower().count(b"connection: close") == 1
+    assert h.transport.closed
+
+
+def test_http_1_0_streaming_response_is_close_delimited(loop: FakeClockLoop) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"a", "more_body": True})
+        await send({"type": "http.response.body", "body": b"b"})
+
+    h = Harness(loop, app)
+    status, fields, body = split_response(h.feed(b"GET / HTTP/1.0\r\n\r\n"))
+    assert b"content-length" not in fields and b"transfer-encoding" not in fields
+    assert body == b"ab" and h.transport.closed
+
+
+@pytest.mark.parametrize(("request_line", "status"), [(b"HEAD / HTTP/1.1", 200),
+                                                      (b"GET / HTTP/1.1", 204),
+                                                      (b"GET / HTTP/1.1", 304)])
+def test_responses_without_a_body(loop: FakeClockLoop, request_line: bytes, status: int) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = [(b"content-length", b"5")] if status == 200 else []
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"hello" if status == 200 else b""})
+
+    h = Harness(loop, app)
+    _, fields, body = split_response(h.feed(request_line + b"\r\nHost: x\r\n\r\n" + GET))
+    assert body.startswith(b"HTTP/1.1 ")  # the next response follows at once: no body bytes
+    assert b"transfer-encoding" not in fields
+    assert (fields.get(b"content-length") == b"5") == (status == 200)
+
+
+def test_app_headers_win_over_date_and_server(loop: FakeClockLoop) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"server", b"mine"), (b"content-length", b"0")]})
+        await send({"type": "http.response.body"})
+
+    h = Harness(loop, app)
+    out = h.feed(GET).lower()
+    assert out.count(b"server:") == 1 and b"server: mine" in out and b"date:" in out
+
+
+@pytest.mark.parametrize("when", ["before-start", "after-start", "after-body"])
+def test_app_errors(loop: FakeClockLoop, when: str, caplog: pytest.LogCaptureFixture) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if when != "before-start":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+        if when == "after-body":
+            await send({"type": "http.response.body", "body": b"part", "more_body": True})
+        raise RuntimeError("boom")
+
+    h = Harness(loop, app)
+    out = h.feed(GET)
+    assert "Exception in ASGI application" in caplog.text
+    if when == "after-body":
+        assert out.endswith(b"4\r\npart\r\n")  # no last-chunk: the client sees it broken
+    else:  # nothing written yet: a 500 is still possible
+        assert out.startswith(b"HTTP/1.1 500 ") and b"connection: close" in out
+    assert h.protocol.phase == "closed"
+
+
+def test_app_returning_without_a_response_gives_500(loop: FakeClockLoop,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        return None
+
+    h = Harness(loop, app)
+    assert h.feed(GET).startswith(b"HTTP/1.1 500 ")
+    assert "without starting the response" in caplog.text
+
+
+def test_bad_response_headers_and_wrong_lengths_are_refused(loop: FakeClockLoop,
+                                                            caplog: pytest.LogCaptureFixture
+                                                            ) -> None:
+    async def splitting(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"x-a", b"1\r\nSet-Cookie: evil")]})
+
+    assert Harness(loop, splitting).feed(GET).startswith(b"HTTP/1.1 500 ")
+
+    async def too_long(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"abc"})
+
+    h = Harness(loop, too_long)
+    assert h.feed(GET).startswith(b"HTTP/1.1 500 ")
+    assert "longer than Content-Length" in caplog.text
+
+
+def test_disconnect_reaches_a_waiting_app_and_send_raises_oserror(loop: FakeClockLoop) -> None:
+    seen: list[Any] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        seen.append(await receive())
+        seen.append(await receive())  # blocks until the client goes away
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+        except OSError as exc:
+            seen.append(type(exc).__name__)
+
+    h = Harness(loop, app)
+    h.feed(GET)
+    assert seen == [{"type": "http.request", "body": b"", "more_body": False}]
+    h.protocol.connection_lost(None)
+    h.spin()
+    assert seen[1:] == [{"type": "http.disconnect"}, "ClientDisconnected"]
+    assert h.protocol not in h.state.connections
+
+
+def test_limits_give_413_and_503(loop: FakeClockLoop) -> None:
+    h = Harness(loop, hello_app, max_body_size=4)
+    out = h.feed(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+    assert out.startswith(b"HTTP/1.1 413 ")
+    h = Harness(loop, hello_app, max_body_size=4)
+    out = h.feed(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 413 ")
+    h = Harness(loop, hello_app, limit_concurrency=1)
+    other = RawHTTPProtocol(h.state, loop=loop)
+    other.connection_made(MockTransport())
+    assert h.feed(GET).startswith(b"HTTP/1.1 503 ")
+
+
+def test_empty_lines_before_a_request_line_are_ignored(loop: FakeClockLoop) -> None:
+    h = Harness(loop, hello_app)
+    assert h.feed(b"\r\n\r\n" + GET).startswith(b"HTTP/1.1 200 OK")
+    assert h.feed(b"\r\n") == b"" and h.feed(GET).startswith(b"HTTP/1.1 200 OK")
+
+
+def test_body_the_app_never_read_is_discarded_before_the_next_request(loop: FakeClockLoop
+                                                                      ) -> None:
+    paths: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        paths.append(scope["path"])
+        if scope["path"] == "/skip":
+            await hello_app(scope, receive, send)
+        else:
+            await echo_app(scope, receive, send)
+
+    h = Harness(loop, app)
+    out = h.feed(b"POST /skip HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+    assert out.endswith(b"hello") and not h.transport.closed
+    out = h.feed(b"defghij" + b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok")
+    assert paths == ["/skip", "/echo"] and json.loads(split_response(out)[2])["body"] == "ok"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_access_log_line_like_uvicorns(loop: FakeClockLoop, caplog: pytest.LogCaptureFixture,
+                                       enabled: bool) -> None:
+    caplog.set_level("INFO", logger="toyservers.access")
+    h = Harness(loop, hello_app, access_log=enabled)
+    h.feed(b"GET /p?x=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    lines = [r.getMessage() for r in caplog.records if r.name == "toyservers.access"]
+    assert lines == (['127.0.0.1:50000 - "GET /p?x=1 HTTP/1.1" 200'] if enabled else [])
+
+
+def test_refused_request_closes_and_nothing_after_it_is_read(loop: FakeClockLoop) -> None:
+    paths: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        paths.append(scope["path"])
+        await hello_app(scope, receive, send)
+
+    h = Harness(loop, app)
+    out = h.feed(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"
+                 + GET)
+    assert out.startswith(b"HTTP/1.1 400 ") and out.count(b"HTTP/1.1") == 1
+    assert b"connection: close" in out and paths == []
+    assert h.feed(GET) == b"" and h.protocol.phase == "closed"
+
+
+def test_graceful_shutdown_finishes_the_response_in_flight(loop: FakeClockLoop) -> None:
+    gate = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await gate.wait()
+        await hello_app(scope, receive, send)
+
+    idle = Harness(loop, app)
+    idle.protocol.shutdown()
+    assert idle.transport.closed
+    busy = Harness(loop, app)
+    busy.feed(GET)
+    busy.protocol.shutdown()
+    assert not busy.transport.closed
+    gate.set()
+    busy.spin()
+    out = busy.transport.take()
+    assert out.startswith(b"HTTP/1.1 200 OK") and b"connection: close" in out
+    assert busy.protocol.phase == "closed"
+
+
+def test_random_bytes_never_break_the_protocol(loop: FakeClockLoop,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    rng = random.Random(9112)
+    alphabet = b"GET /HTP1.\r\n:;0123456789abcdef \t\x00\x7f\xffHost:Content-Length:chunked"
+    for _ in range(300):
+        h = Harness(loop, echo_app, timeout_headers=1.0, timeout_body=1.0)
+        for _ in range(rng.randint(1, 4)):
+            size = rng.randint(1, 80)
+            piece = bytes(rng.choice(alphabet) for _ in range(size))
+            if rng.random() < 0.3:
+                piece = GET[: rng.randint(0, len(GET))] + piece
+            h.protocol.data_received(piece)
+        h.spin()
+        h.advance(1.5)  # every deadline has passed: the connection must be answered or closed
+        out = h.transport.take()
+        assert h.transport.closed or (h.protocol.phase == "head" and not h.protocol.buffer)
+        if out:
+            assert out.startswith(b"HTTP/1.1 ")
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
+
+
+# --- end to end: the real server on 127.0.0.1 ------------------------------------------------
+
+
+async def e2e_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        await echo_app(scope, receive, send)
+        return
+    if scope["path"] == "/stream":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for i in range(3):
+            await send({"type": "http.response.body", "body": b"part%d;" % i, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    elif scope["path"] == "/sleep":
+        await asyncio.sleep(0.2)
+        await hello_app(scope, receive, send)
+    else:
+        await echo_app(scope, receive, send)
+
+
+@pytest.fixture(scope="module")
+def server_port() -> Iterator[int]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    holder: dict[str, asyncio.Event] = {}
+
+    async def main() -> None:
+        holder["shutdown"] = asyncio.Event()
+        config = Config(access_log=False, timeout_headers=1.0, timeout_keep_alive=2.0,
+                        timeout_graceful_shutdown=2.0)
+        await serve(e2e_app, config, sock=sock, shutdown=holder["shutdown"],
+                    ready=lambda address: ready.set())
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    assert ready.wait(10), "toy-raw did not start"
+    yield port
+    loop.call_soon_threadsafe(holder["shutdown"].set)
+    thread.join(10)
+    assert not thread.is_alive()
+    loop.close()
+
+
+def raw_exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
+    """Send ``data``, then read until the server closes (or ``timeout`` seconds pass)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):  # a timeout or a reset fails the test
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def test_e2e_httpx_get_post_chunked_and_keep_alive(server_port: int) -> None:
+    with httpx.Client(base_url=f"http://127.0.0.1:{server_port}", timeout=5) as client:
+        r = client.get("/a%20b", params={"q": "1"})
+        assert r.status_code == 200 and r.json()["path"] == "/a b"
+        r = client.post("/p", content=b'{"id": 1}')
+        assert r.json()["body"] == '{"id": 1}'
+        r = client.post("/c", content=iter([b"one", b"two"]))  # sent chunked
+        assert r.json()["body"] == "onetwo"
+        r = client.get("/stream")
+        assert r.headers["transfer-encoding"] == "chunked" and r.text == "part0;part1;part2;"
+        assert r.headers["server"] == "toyservers"
+
+
+def test_e2e_raw_pipelining_and_bad_requests(server_port: int) -> None:
+    out = raw_exchange(server_port, b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                    b"GET /sleep HTTP/1.1\r\nHost: x\r\n\r\n"
+                                    b"GET /3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert out.count(b"HTTP/1.1 200 OK") == 3
+    assert out.index(b'"path": "/1"') < out.index(b"hello") < out.index(b'"path": "/3"')
+    out = raw_exchange(server_port, b"GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n" + GET)
+    assert out.startswith(b"HTTP/1.1 400 ") and out.count(b"HTTP/1.1") == 1
+    out = raw_exchange(server_port, b"GET / HTTP/2.0\r\nHost: x\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 505 ")
+
+
+def test_e2e_slow_headers_get_408(server_port: int) -> None:
+    out = raw_exchange(server_port, b"GET / HTTP/1.1\r\nHost: x\r\n")
+    assert out.startswith(b"HTTP/1.1 408 ")
+
+
+def test_e2e_stalled_connection_does_not_block_others(server_port: int) -> None:
+    with socket.create_connection(("127.0.0.1", server_port), timeout=5) as stalled:
+        stalled.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+        r = httpx.get(f"http://127.0.0.1:{server_port}/other", timeout=5)
+        assert r.status_code == 200
+
+
+def test_e2e_curl(server_port: int) -> None:
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl not installed")
+    result = subprocess.run(
+        [curl, "-sS", "--max-time", "5", "-X", "POST", "-H", "Transfer-Encoding: chunked",
+         "-d", "hello", f"http://127.0.0.1:{server_port}/curl"],
+        capture_output=True, timeout=10, check=True)
+    assert json.loads(result.stdout)["body"] == "hello"
+
+
+@pytest.mark.wrk
+def test_e2e_wrk_runs_without_errors(server_port: int) -> None:
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        pytest.skip("wrk not installed")
+    result = subprocess.run([wrk, "-t1", "-c4", "-d1s", f"http://127.0.0.1:{server_port}/"],
+                            capture_output=True, text=True, timeout=30, check=True)
+    assert "requests in" in result.stdout
+    requests = int(result.stdout.split(" requests in")[0].split()[-1])
+    assert requests > 0
+    assert "Socket errors" not in result.stdout and "Non-2xx" not in result.stdout
