@@ -51,7 +51,8 @@ def command(name: str, port: int) -> list[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark uvicorn's known differences ``xfail(strict=True)``, from ``corpus.UVICORN_DIFFERS``.
+    """Mark each server's known differences ``xfail(strict=True)``, from
+    ``corpus.KNOWN_DIFFERENCES`` (uvicorn's, and the gaps a toy server inherits from its parser).
 
     The key is the case name for corpus tests and the test function's name otherwise.
     """
@@ -60,12 +61,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         callspec = getattr(item, "callspec", None)
         if callspec is None or here not in item.path.parents:
             continue
-        if callspec.params.get("server") != "uvicorn":
-            continue
+        differences = corpus.KNOWN_DIFFERENCES.get(callspec.params.get("server", ""), {})
         case = callspec.params.get("case")
         key = case.name if isinstance(case, corpus.Case) else getattr(item, "originalname", "")
-        if key in corpus.UVICORN_DIFFERS:
-            reason = f"uvicorn differs: {corpus.UVICORN_DIFFERS[key]}"
+        if key in differences:
+            reason = f"{callspec.params['server']} differs: {differences[key]}"
             item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
 
 

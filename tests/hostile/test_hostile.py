@@ -7,7 +7,7 @@ body deadlines, the keep-alive idle close, and that a stalled client blocks nobo
 test throws random and mutated bytes and checks the server survives.
 
 Select one server with ``pytest tests/hostile -k toy-h11``. uvicorn's known differences are
-``xfail(strict=True)`` from ``corpus.UVICORN_DIFFERS``, keyed by case name or, for the other
+``xfail(strict=True)`` from ``corpus.KNOWN_DIFFERENCES``, keyed by case name or, for the other
 tests, by test function name (conftest.py applies the marks).
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 from tests.hostile import corpus
 from tests.hostile.conftest import SERVERS, RunningServer
-from tests.hostile.corpus import CASES, NEXT, UVICORN_DIFFERS, Case
+from tests.hostile.corpus import CASES, KNOWN_DIFFERENCES, NEXT, Case
 from tests.hostile.wire import (
     Exchange,
     connect,
@@ -65,7 +65,8 @@ def test_corpus_is_well_formed() -> None:
                                 "ok_")) for name in names)
     assert all(not any(server in name for server in SERVERS) for name in names)
     tests = {name for name in globals() if name.startswith("test_")}
-    assert set(UVICORN_DIFFERS) <= set(names) | tests, "UVICORN_DIFFERS names an unknown case"
+    for server, differences in KNOWN_DIFFERENCES.items():
+        assert set(differences) <= set(names) | tests, f"{server}: an unknown case is listed"
     for case in CASES:
         assert case.source and case.why
         assert case.rejected == (case.name.startswith(("te_", "cl_", "chunk_", "line_",
