@@ -31,7 +31,7 @@ bench: $(STAMP) tools
 	$(VENV)/bin/bench $(ARGS)
 
 test: $(STAMP)
-	@$(TOOLS) wrk curl h2load redis-server
+	@$(TOOLS) wrk curl
 	$(PY) -m pytest $(ARGS)
 
 lint: $(STAMP)

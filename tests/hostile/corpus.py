@@ -462,6 +462,11 @@ UVICORN_DIFFERS: dict[str, str] = {
 # --- where a toy server knowingly differs ------------------------------------------------------
 # Gaps a toy server inherits from its parser and cannot close without weakening it.
 TOY_GAPS: dict[str, dict[str, str]] = {
+    "toy-h11": {
+        "ok_http10_keep_alive": "200 then close: h11 ends every HTTP/1.0 exchange with a close"
+                                " and has no public switch for 1.0 keep-alive (RFC 9112 §9.3"
+                                " lets a server close; want the next request answered)",
+    },
     "toy-httptools": {
         "ok_te_ows": "400: llhttp refuses an HTAB after 'chunked'; its lenient"
                      " transfer-encoding flag would accept it but also lets a non-final"
