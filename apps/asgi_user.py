@@ -24,6 +24,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
+# --8<-- [start:respond]
 async def _respond(send: Send, status: int, body: bytes,
                    extra: list[tuple[bytes, bytes]] | None = None) -> None:
     headers = [
@@ -33,6 +34,7 @@ async def _respond(send: Send, status: int, body: bytes,
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+# --8<-- [end:respond]
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -45,6 +47,7 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
+# --8<-- [start:app]
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     """The ASGI application: ``POST /`` echoes the JSON user in the request body."""
     if scope["type"] == "lifespan":
@@ -73,3 +76,4 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await _respond(send, exc.status, exc.body())
         return
     await _respond(send, 200, answer)
+# --8<-- [end:app]

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 
+# --8<-- [start:app]
 class User(BaseModel):
     """``{"id": int, "name": str, "email": str}``."""
 
@@ -32,3 +33,4 @@ app = FastAPI()
 async def create_user(user: User) -> User:
     """Echo the user: a new ``User`` copied from the validated request body."""
     return User(id=user.id, name=user.name, email=user.email)
+# --8<-- [end:app]

@@ -90,6 +90,7 @@ class UserProtocol(asyncio.Protocol):
         self.cancel_timer()
         self.transport = None
 
+    # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
         self.cancel_timer()
         self.buffer += data
@@ -98,6 +99,7 @@ class UserProtocol(asyncio.Protocol):
                 break
         if self.transport is not None and not self.transport.is_closing() and not self.buffer:
             self.arm_timer()
+    # --8<-- [end:data_received]
 
     def handle_one(self) -> bool:
         """Answer the request at the front of the buffer; False when it is not complete yet."""

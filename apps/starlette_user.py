@@ -17,6 +17,7 @@ from starlette.routing import Route
 from apps.user import CONTENT_TYPE, UserError, endpoint
 
 
+# --8<-- [start:app]
 async def create_user(request: Request) -> Response:
     """Echo the user in the request body, or answer 400/422 with a JSON error."""
     body = await request.body()
@@ -27,3 +28,4 @@ async def create_user(request: Request) -> Response:
 
 
 app = Starlette(routes=[Route("/", create_user, methods=["POST"])])
+# --8<-- [end:app]

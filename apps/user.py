@@ -24,12 +24,14 @@ SAMPLE_BODY = b'{"id": 1, "name": "user", "email": "user@email.com"}'
 CONTENT_TYPE = "application/json"
 
 
+# --8<-- [start:user]
 class User(msgspec.Struct):
     """A user as the endpoint sees it: ``{"id": int, "name": str, "email": str}``."""
 
     id: int
     name: str
     email: str
+# --8<-- [end:user]
 
 
 class UserError(ValueError):
@@ -55,6 +57,7 @@ _decoder = msgspec.json.Decoder(User)
 _encoder = msgspec.json.Encoder()
 
 
+# --8<-- [start:endpoint]
 def endpoint(body: bytes) -> bytes:
     """Decode ``body`` into a ``User``, copy it into a new one and return it encoded as JSON.
 
@@ -76,3 +79,4 @@ def endpoint(body: bytes) -> bytes:
         raise UserError(400, str(exc)) from None
     copy = User(id=user.id, name=user.name, email=user.email)
     return _encoder.encode(copy)
+# --8<-- [end:endpoint]

@@ -13,7 +13,7 @@ import importlib
 import typer
 
 #: Modules under ``bench`` whose ``register(app)`` adds a subcommand.
-SUBCOMMANDS = ("bench.layers", "bench.conformance")
+SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile")
 
 app = typer.Typer(
     name="bench",

@@ -6,7 +6,8 @@ matrix, servers by features, where a cell is:
 
 - ``unsupported``: every test of the feature xfailed as declared in
   ``tests/conformance/support.py`` (the server does not offer it);
-- ``fail``: any test of the feature failed or errored (including a declared gap that passed);
+- ``fail``: any test of the feature failed or errored (including a declared gap that passed),
+  or broke a rule listed in ``VIOLATIONS`` (a reference server's known breach of a MUST);
 - ``pass``: otherwise.
 
 Output, in ``--output DIR`` (default ``results/conformance-<timestamp>/``): ``matrix.json``
@@ -71,11 +72,11 @@ def build_matrix(report: dict[str, Any], servers: Sequence[str]) -> dict[str, An
             if not mine:
                 continue
             outcomes = {r["outcome"] for r in mine}
-            if outcomes & {"failed", "error"}:
+            if outcomes & {"failed", "error", "violation"}:
                 row[feature] = "fail"
                 failures.setdefault(server, {})[feature] = [
                     f"{r['nodeid']}: {r['message'].splitlines()[0] if r['message'] else ''}"
-                    for r in mine if r["outcome"] in ("failed", "error")
+                    for r in mine if r["outcome"] in ("failed", "error", "violation")
                 ]
             elif outcomes == {"xfailed"}:
                 row[feature] = "unsupported"

@@ -18,7 +18,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -101,29 +100,31 @@ def wait_for_log(server: ServerProcess, text: str, timeout: float = TIMEOUT) -> 
     return tail
 
 
-def completion_order(server: ServerProcess, first: str, second: str) -> list[str]:
-    """Send GET ``first`` then GET ``second`` on two connections; return paths in the order
-    their responses completed. ``first`` is connected and sent before ``second`` connects."""
-    socks = []
-    for path in (first, second):
-        sock = connect(server)
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".encode())
-        socks.append((path, sock))
-    done: list[str] = []
-    lock = threading.Lock()
+def slow_state_when_fast_is_done(server: ServerProcess) -> str:
+    """Send GET /slow, then GET /fast on a second connection; read /fast to its end and say
+    where /slow stands at that moment: ``"complete"`` (its whole response and close are
+    already in our socket buffer) or ``"pending"`` (nothing of it has arrived yet).
 
-    def read(path: str, sock: socket.socket) -> None:
-        with sock:
-            assert b" 200 " in read_to_close(sock).split(b"\r\n", 1)[0]
-        with lock:
-            done.append(path)
-
-    threads = [threading.Thread(target=read, args=pair) for pair in socks]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=2 * TIMEOUT)
-    return done
+    It reads the kernel's state, not which reader thread ran first, so it cannot race: a
+    blocking server has finished /slow before it even reads /fast, and a non-blocking one
+    answers /fast while /slow still sleeps.
+    """
+    with connect(server) as slow, connect(server) as fast:
+        slow.sendall(b"GET /slow HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        fast.sendall(b"GET /fast HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        assert b" 200 " in read_to_close(fast).split(b"\r\n", 1)[0]
+        slow.setblocking(False)
+        try:
+            already = b""
+            while chunk := slow.recv(65536):
+                already += chunk
+        except BlockingIOError:
+            assert already == b"", f"/slow had half-arrived: {already!r}"
+            slow.settimeout(TIMEOUT)
+            assert b" 200 " in read_to_close(slow).split(b"\r\n", 1)[0]
+            return "pending"
+        assert b" 200 " in already.split(b"\r\n", 1)[0]
+        return "complete"
 
 
 # --- lesson 1: bytes on a socket -----------------------------------------------------------
@@ -256,7 +257,7 @@ def test_wsgi_step3_blocking_server_serves_slow_before_fast() -> None:
         assert (answer.status_code, answer.text) == (200, "fast\n")
         assert answer.headers["connection"] == "close"
         # one connection at a time: /fast, sent while /slow sleeps, completes after it
-        assert completion_order(server, "/slow", "/fast") == ["/slow", "/fast"]
+        assert slow_state_when_fast_is_done(server) == "complete"
 
 
 # --- lesson 3: ASGI --------------------------------------------------------------------------
@@ -289,7 +290,7 @@ def test_asgi_step2_routing_and_middleware() -> None:
 def test_asgi_step3_slow_does_not_hold_fast_back() -> None:
     with step("03-asgi/step3_slow.py", env={"SLOW_SECONDS": "1.5"}) as server:
         assert httpx.get(f"{server.url}/fast", timeout=TIMEOUT).text == "fast\n"
-        assert completion_order(server, "/slow", "/fast") == ["/fast", "/slow"]
+        assert slow_state_when_fast_is_done(server) == "pending"
         assert httpx.get(f"{server.url}/blocking", timeout=TIMEOUT).text == "blocking\n"
 
 
@@ -335,10 +336,36 @@ def script_get(path: str) -> Callable[[ServerProcess], list[tuple[str, bytes]]]:
     return run
 
 
+def script_post_json(body: bytes) -> Callable[[ServerProcess], list[tuple[str, bytes]]]:
+    def run(server: ServerProcess) -> list[tuple[str, bytes]]:
+        request = (b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        return [("client", request), ("server", exchange(server, request))]
+    return run
+
+
+def script_user_then_close(server: ServerProcess) -> list[tuple[str, bytes]]:
+    """POST the sample user, then, on the same connection, a GET that asks to close."""
+    body = b'{"id": 1, "name": "user", "email": "user@email.com"}'
+    first = (b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    second = b"GET /missing HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    with connect(server) as sock:
+        sock.sendall(first)
+        answer1 = read_response(sock)
+        sock.sendall(second)
+        answer2 = read_to_close(sock)
+    return [("client", first), ("server", answer1), ("client", second), ("server", answer2)]
+
+
 TRANSCRIPT_CASES = {
     "01-keepalive.txt": ("01-bytes/step5_keepalive.py", script_keepalive),
     "02-blocking-fast.txt": ("02-wsgi/step3_blocking.py", script_get("/fast")),
     "03-uvicorn-routing.txt": ("03-asgi/step2_routing.py", script_get("/users/7")),
+    "04-toy-h11-user.txt": ("04-sans-io/step3_toy_h11.py", script_user_then_close),
+    "05-toy-httptools-user.txt": ("05-speed/step3_toy_httptools.py", script_user_then_close),
+    "06-asgi-user.txt": ("06-layers/serve_asgi_user.py",
+                         script_post_json(b'{"id": 1, "name": "user", "email": "user@email.com"}')),
 }
 
 

@@ -400,6 +400,7 @@ class H11Protocol(asyncio.Protocol):
         self.head.clear()
         return data
 
+    # --8<-- [start:handle_events]
     def handle_events(self) -> None:
         """Pull events out of h11 until it needs more bytes or we must wait for the app."""
         conn = self.conn
@@ -454,6 +455,7 @@ class H11Protocol(asyncio.Protocol):
                 return
             else:  # ConnectionClosed
                 return
+    # --8<-- [end:handle_events]
 
     def on_request(self, event: h11.Request) -> bool:
         """Build the ASGI scope and start the app's Task; False when we answered instead."""
@@ -508,6 +510,7 @@ class H11Protocol(asyncio.Protocol):
         state.tasks.add(task)  # run_asgi discards it as it ends
         return True
 
+    # --8<-- [start:start_next_cycle]
     def start_next_cycle(self) -> bool:
         """Both sides are DONE: reset h11 for the next request.
 
@@ -527,6 +530,7 @@ class H11Protocol(asyncio.Protocol):
             self.keep_alive_timer = self.loop.call_later(
                 self.config.timeout_keep_alive, self.on_keep_alive)
         return False
+    # --8<-- [end:start_next_cycle]
 
     def on_response_complete(self) -> None:
         """The response is sent: arm keep-alive and go on with any pipelined request."""
@@ -708,6 +712,7 @@ class RequestResponseCycle:
             self.protocol.arm_body_timer()
         return {"type": "http.request", "body": body, "more_body": self.more_body}
 
+    # --8<-- [start:send]
     async def send(self, message: Message) -> None:
         """Frame ``http.response.start`` / ``http.response.body`` through h11 and write them.
 
@@ -773,6 +778,7 @@ class RequestResponseCycle:
                 self.transport.close()
             else:
                 self.protocol.on_response_complete()
+    # --8<-- [end:send]
 
 
 # --- serve() and run() -----------------------------------------------------------------------

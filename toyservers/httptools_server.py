@@ -221,6 +221,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.server = (here[0], here[1]) if isinstance(here, tuple) else None
         self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
 
+    # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
         if self.reading_stopped:
             return  # RFC 9112 §9.6: nothing after the last request (or a bad one) is read
@@ -236,6 +237,7 @@ class HttpToolsProtocol(asyncio.Protocol):
             self.drive()
         if self.phase != IDLE and not self.reading_stopped:
             self.watch(len(data), phase, messages)
+    # --8<-- [end:data_received]
 
     def eof_received(self) -> bool | None:
         # The client closed its side. Most clients send FIN only when they go away, so do as
@@ -272,6 +274,7 @@ class HttpToolsProtocol(asyncio.Protocol):
 
     # Parser callbacks, in wire order
 
+    # --8<-- [start:head_callbacks]
     def on_message_begin(self) -> None:
         self.phase = HEAD
         self.messages += 1
@@ -308,6 +311,7 @@ class HttpToolsProtocol(asyncio.Protocol):
                 self.te = value  # llhttp refused a second Transfer-Encoding line
             elif value.lower() == b"100-continue":
                 self.expect = True
+    # --8<-- [end:head_callbacks]
 
     def on_headers_complete(self) -> None:
         parser = self.parser
@@ -372,6 +376,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.phase = BODY
         self.headers = []  # trailers, if any, land here and are dropped
 
+    # --8<-- [start:body_callbacks]
     def on_body(self, body: bytes) -> None:
         cycle = self.cycle
         assert cycle is not None
@@ -395,6 +400,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.phase = IDLE
         if not cycle.keep_alive:
             self.reading_stopped = True  # RFC 9112 §9.6: the last request on this connection
+    # --8<-- [end:body_callbacks]
 
     # Bad requests and slow clients
 
@@ -491,6 +497,7 @@ class HttpToolsProtocol(asyncio.Protocol):
 
     # Running the queue
 
+    # --8<-- [start:drive]
     def drive(self) -> None:
         """Run queued cycles in order; when none is left, answer a pending error or go idle."""
         self.driving = True
@@ -528,6 +535,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         task = self.loop.create_task(_resume(coro, yielded), context=context)
         self.state.tasks.add(task)
         task.add_done_callback(self.state.tasks.discard)
+    # --8<-- [end:drive]
 
     def on_response_complete(self, cycle: RequestResponseCycle) -> None:
         if cycle is self.running:
@@ -614,6 +622,7 @@ class RequestResponseCycle:
             self.protocol.flow.resume_reading()
         return {"type": "http.request", "body": body, "more_body": self.more_body}
 
+    # --8<-- [start:send]
     async def send(self, message: Message) -> None:
         if self.protocol.flow.write_paused and not self.disconnected:
             await self.protocol.flow.drain()
@@ -649,6 +658,7 @@ class RequestResponseCycle:
             if self.remaining:
                 raise RuntimeError("response body shorter than its Content-Length")
             self.complete()
+    # --8<-- [end:send]
 
     def start_response(self, status: int, headers: Iterable[tuple[bytes, bytes]]) -> None:
         """Build the response head (RFC 9112 §4, §6, §9.6); it leaves with the first body."""

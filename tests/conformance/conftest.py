@@ -9,7 +9,8 @@
 - Report: ``--conformance-report PATH`` (or ``CONFORMANCE_REPORT``) writes JSON
   ``{"features": [name, ...], "records": [record, ...]}``, one record per test:
   ``{"nodeid", "server", "feature", "outcome", "message"}`` with outcome one of ``passed``,
-  ``failed``, ``error``, ``xfailed``, ``skipped``; the message is the failure's first line or
+  ``failed``, ``error``, ``xfailed``, ``violation`` (a declared breach, see
+  ``support.VIOLATIONS``), ``skipped``; the message is the failure's first line or
   the declared reason. ``bench conformance`` builds the matrix from it.
 - Slow behaviours (keep-alive idle timeout, slow headers) are probed in background threads
   started with the server, so their bounded waits overlap the other tests.
@@ -38,7 +39,8 @@ IDLE_BOUND = 8.0  # seconds an idle keep-alive connection may stay open (uvicorn
 SLOW_HEADERS_BOUND = 13.0  # seconds a trickled header block may last (toy servers: 10)
 TRICKLE_INTERVAL = 0.5  # seconds between the bytes of a trickled header block
 
-_OUTCOME_RANK = {"passed": 0, "skipped": 1, "xfailed": 2, "failed": 3, "error": 4}
+_OUTCOME_RANK = {"passed": 0, "skipped": 1, "xfailed": 2, "violation": 3, "failed": 4,
+                 "error": 5}
 _records: dict[str, dict[str, str]] = {}
 
 
@@ -92,6 +94,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = support.unsupported_reason(server, feature)
         if reason is not None:
             item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+        case = callspec.id.removeprefix(server).removeprefix("-")
+        violation = support.violation_reason(server, getattr(item, "originalname", ""), case)
+        if violation is not None:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=f"violation: {violation}"))
         item.user_properties.append(("conformance_server", server))
         item.user_properties.append(("conformance_feature", feature))
 
@@ -103,12 +109,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" and report.passed:
         outcome = "passed"
     elif report.skipped:
-        outcome = "xfailed" if hasattr(report, "wasxfail") else "skipped"
+        outcome = "skipped"
+        if hasattr(report, "wasxfail"):
+            violation = str(report.wasxfail).startswith("violation: ")
+            outcome = "violation" if violation else "xfailed"
     elif report.failed:
         outcome = "failed" if report.when == "call" else "error"
     else:
         return
-    message = str(getattr(report, "wasxfail", "")) if outcome == "xfailed" else ""
+    message = str(getattr(report, "wasxfail", "")) if outcome in ("xfailed", "violation") else ""
     if report.failed:
         crash = getattr(report.longrepr, "reprcrash", None)
         message = str(getattr(crash, "message", "")) or report.longreprtext.splitlines()[-1:][0]

@@ -4,8 +4,11 @@
 them with ``@pytest.mark.feature(name)``. ``UNSUPPORTED`` maps a server to the features it does
 not offer, each with the reason; ``conftest.py`` turns every such (server, feature) pair into
 ``xfail(strict=True)``, so a declared gap that starts to pass is reported as well as a
-regression. A reference server that breaks a rule it should keep is *not* listed here: its test
-fails and the matrix shows ``fail``.
+regression. A reference server that breaks a rule it must keep (a MUST of RFC 9110/9112 or the
+ASGI spec) is not "unsupported": it is listed in ``VIOLATIONS`` with the rule, its test is also
+``xfail(strict=True)`` so the suite stays green while the reference stays as it is, and the
+matrix shows ``fail`` with that reason. Our own servers are never listed there: a toy server
+that breaks a rule fails the suite.
 
 The helpers talk raw HTTP/1.1 over a socket with a timeout on every call (RFC 9112 message
 framing: Content-Length, chunked, or close-delimited bodies).
@@ -119,6 +122,66 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "slow-headers": "hyper's header read timeout (30 s by default) is beyond the bound",
     },
 }
+
+VIOLATIONS: dict[str, dict[str, str]] = {
+    # server -> "test_name" or "test_name[case]" -> the rule it breaks, with its source
+    "uvicorn": {
+        "test_malformed_request_gets_400_and_close[no-host]":
+            "answers 200 to an HTTP/1.1 request without Host (RFC 9112 §3.2: MUST respond 400)",
+        "test_malformed_request_gets_400_and_close[two-hosts]":
+            "answers 200 to a request with two Host fields (RFC 9112 §3.2: MUST respond 400)",
+        "test_http10_gets_no_chunked_encoding":
+            "sends Transfer-Encoding: chunked to an HTTP/1.0 client (RFC 9112 §6.1: MUST NOT)",
+        "test_no_100_continue_to_http10":
+            "sends 100 Continue to an HTTP/1.0 client (RFC 9110 §10.1.1: MUST NOT)",
+    },
+    "uvicorn-h11": {
+        "test_content_length_with_transfer_encoding_closes":
+            "serves a request with both Transfer-Encoding and Content-Length and keeps the"
+            " connection open (RFC 9112 §6.3: MUST close after responding)",
+    },
+    "hypercorn": {
+        "test_content_length_with_transfer_encoding_closes":
+            "serves a request with both Transfer-Encoding and Content-Length and keeps the"
+            " connection open (RFC 9112 §6.3: MUST close after responding)",
+    },
+    "daphne": {
+        "test_malformed_request_gets_400_and_close[no-host]":
+            "answers 200 to an HTTP/1.1 request without Host (RFC 9112 §3.2: MUST respond 400)",
+        "test_malformed_request_gets_400_and_close[two-hosts]":
+            "answers 200 to a request with two Host fields (RFC 9112 §3.2: MUST respond 400)",
+        "test_date_header_is_a_current_imf_fixdate":
+            "sends no Date header (RFC 9110 §6.6.1: an origin server with a clock MUST)",
+        "test_app_connection_close_is_honoured":
+            "forwards the app's Connection: close but keeps the connection open"
+            " (RFC 9112 §9.6: MUST close after sending it)",
+        "test_app_returning_without_response_gives_500":
+            "an app that returns without responding leaves the client waiting (ASGI HTTP spec:"
+            " the server should answer 500)",
+        "test_exception_after_start_closes_the_connection":
+            "an app that raises after http.response.start leaves a cut response open"
+            " (ASGI HTTP spec: the server must close the connection)",
+    },
+    "granian": {
+        "test_malformed_request_gets_400_and_close[no-host]":
+            "answers 200 to an HTTP/1.1 request without Host (RFC 9112 §3.2: MUST respond 400)",
+        "test_malformed_request_gets_400_and_close[two-hosts]":
+            "answers 200 to a request with two Host fields (RFC 9112 §3.2: MUST respond 400)",
+        "test_client_and_server_addresses":
+            "scope['client'] carries the port as a str (ASGI HTTP scope: [host, port] with an"
+            " int port)",
+    },
+}
+
+
+def violation_reason(server: str, test_name: str, case: str) -> str | None:
+    """The rule a reference ``server`` breaks in ``test_name`` (for parameter ``case``), or None.
+
+    ``case`` is the test's parameter id without the server, e.g. ``"no-host"`` or ``""``.
+    """
+    table = VIOLATIONS.get(server, {})
+    return table.get(f"{test_name}[{case}]") or table.get(test_name)
+
 
 def unsupported_reason(server: str, feature: str) -> str | None:
     """Why ``server`` does not offer ``feature``, or None when it claims to."""

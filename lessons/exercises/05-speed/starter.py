@@ -1,0 +1,75 @@
+"""Exercise 5, starter: write the httptools callbacks that turn bytes into whole requests.
+
+``Collector`` is the object an ``httptools.HttpRequestParser`` calls back as llhttp walks the
+bytes. ``feed(data)`` hands it one chunk, as ``data_received`` would, and returns the requests
+that chunk completed. What the callbacks must cope with is what a socket does: a URL or a body
+cut anywhere, several requests in one chunk.
+
+YOUR TASK: write the callback methods below (look for "EXERCISE"). Check your work with
+``make exercise N=5``; the failures tell you what is still wrong. Run ``python starter.py`` to
+see two pipelined requests collected from pieces.
+
+Spec: RFC 9112 §3 (request line), §5 (fields), §6 (message body), §9.3 (persistence);
+httptools' README (the callback protocol); ASGI HTTP scope (lower-case header names,
+``query_string`` without the ``?``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httptools
+
+
+@dataclass
+class Request:
+    """One complete request, in the shapes an ASGI scope uses.
+
+    ``headers``: ``(name, value)`` byte pairs in wire order, names lower-cased;
+    ``body``: the whole body, bytes (de-chunked when it was chunked).
+    """
+
+    method: str = ""
+    path: str = ""
+    query_string: bytes = b""
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    body: bytes = b""
+    keep_alive: bool = True
+
+
+class Collector:
+    """Collects requests from the bytes of one connection. Raises httptools.HttpParserError
+    (from ``feed``) for a malformed request."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        self.current = Request()
+        self.url = b""
+        self.body: list[bytes] = []
+        self.done: list[Request] = []
+
+    def feed(self, data: bytes) -> list[Request]:
+        """Parse one chunk; return the requests it completed, oldest first."""
+        self.parser.feed_data(data)
+        done, self.done = self.done, []
+        return done
+
+    # --8<-- [start:exercise]
+    # ---- EXERCISE: write the callbacks llhttp calls, replacing the one below. --------------
+    # Hints: llhttp calls, in order, on_message_begin(), on_url(url) (maybe several times),
+    # on_header(name, value) per field, on_headers_complete(), on_body(body) (maybe several
+    # times), on_message_complete(). In on_headers_complete, ``self.parser.get_method()``,
+    # ``self.parser.should_keep_alive()`` and ``httptools.parse_url(url)`` (``.path``,
+    # ``.query``) help. A complete request goes into ``self.done``.
+    def on_message_begin(self) -> None:
+        raise NotImplementedError("exercise 5: write the parser callbacks")
+    # --8<-- [end:exercise]
+
+
+if __name__ == "__main__":
+    collector = Collector()
+    stream = (b"POST /users?id=7 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+              b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    for piece in (stream[:10], stream[10:70], stream[70:]):
+        for request in collector.feed(piece):
+            print(request)
