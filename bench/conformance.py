@@ -107,7 +107,8 @@ def render_markdown(matrix: dict[str, Any], how: Sequence[str] = ()) -> str:
     parts = ["# What each server supports\n",
              "Measured by the conformance suite (`tests/conformance`), not taken from READMEs. "
              "`unsupported`: the server does not offer it (declared, and the tests confirm it "
-             "fails); `fail`: the server claims it and a test fails.\n",
+             "fails); `fail`: the server claims it and a test fails, or it breaks a MUST of "
+             "RFC 9110/9112 or the ASGI spec (each listed below with the rule).\n",
              markdown_table(headers, rows)]
     if matrix["failures"]:
         parts.append("## Failures\n")

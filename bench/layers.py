@@ -14,6 +14,10 @@ starlette   ``--server``                 ``apps/starlette_user.py``
 fastapi     ``--server``                 ``apps/fastapi_user.py``: a pydantic model
 ==========  ===========================  ==================================================
 
+``--compare-layers`` (default ``asgi``) names the layers the ``--compare`` servers get rows
+in: ``--compare toy-httptools --compare-layers asgi,starlette`` also measures Starlette on
+toy-httptools beside Starlette on ``--server``, in the same run.
+
 Method: each row starts its server fresh on a free port (pinned to one CPU, wrk to another),
 checks one real request comes back as the echoed JSON, runs a warm-up and then ``--runs``
 measured wrk runs while a thread samples the RSS of the server's process tree, and stops the
@@ -94,6 +98,7 @@ class Settings:
     runs: int = 3
     server: str = DEFAULT_SERVER
     compare: tuple[str, ...] = (DEFAULT_COMPARE,)
+    compare_layers: tuple[str, ...] = ("asgi",)
     axum: bool = True
     pin: bool = True
     server_cpu: int = 0
@@ -122,15 +127,15 @@ def plan_rows(settings: Settings) -> list[RowPlan]:
         plans.append(RowPlan("axum", "axum", "bench/axum", "Rust: axum + serde, one tokio thread"))
     plans.append(RowPlan("asyncio", "raw", "apps.raw_user",
                          "asyncio Protocol on uvloop, request split by hand"))
-    plans.append(RowPlan("asgi", spec.name, APPS["asgi"], f"pure ASGI app on {spec.description}"))
-    for name in settings.compare:
-        if name != settings.server:
-            other = SERVERS[name]
-            plans.append(RowPlan("asgi", other.name, APPS["asgi"],
-                                 f"pure ASGI app on {other.description}"))
-    plans.append(RowPlan("starlette", spec.name, APPS["starlette"], f"Starlette on {spec.name}"))
-    plans.append(RowPlan("fastapi", spec.name, APPS["fastapi"],
-                         f"FastAPI + pydantic on {spec.name}"))
+    descriptions = {"asgi": "pure ASGI app on {}", "starlette": "Starlette on {}",
+                    "fastapi": "FastAPI + pydantic on {}"}
+    for layer in ("asgi", "starlette", "fastapi"):
+        servers = [spec.name]
+        if layer in settings.compare_layers:
+            servers += [name for name in settings.compare if name != spec.name]
+        for name in servers:
+            label = SERVERS[name].description if layer == "asgi" else name
+            plans.append(RowPlan(layer, name, APPS[layer], descriptions[layer].format(label)))
     return plans
 
 
@@ -332,7 +337,8 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
         f"connections, {s['duration_s']} s per run, {s['warmup_s']} s warm-up, "
         f"{s['runs']} run(s) per row; RPS is the median, with min–max over runs"
     )
-    lines.append(f"ASGI rows on {s['server']}; asgi rows compared: "
+    layers = ", ".join(s.get("compare_layers", ["asgi"]))
+    lines.append(f"ASGI rows on {s['server']}; compared in the {layers} rows: "
                  + (", ".join(s["compare"]) if s["compare"] else "none"))
     lines.append(data["axum"]["note"])
     if data["axum"]["built"]:
@@ -467,6 +473,14 @@ def check_port(host: str, port: int) -> None:
         except OSError as exc:
             where = f"port {port} on {host}" if port else f"address {host}"
             raise UsageProblem(f"{where} cannot be used: {exc.strerror or exc}") from None
+
+
+def validate_layers(layers: tuple[str, ...]) -> None:
+    """UsageProblem unless every name in ``layers`` is asgi, starlette or fastapi."""
+    unknown = [name for name in layers if name not in ("asgi", "starlette", "fastapi")]
+    if unknown:
+        raise UsageProblem(f"unknown layer {unknown[0]!r} in --compare-layers "
+                           "(known: asgi, starlette, fastapi)")
 
 
 def validate_servers(server: str, compare: tuple[str, ...]) -> None:
@@ -608,6 +622,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             "duration_s": settings.duration, "warmup_s": settings.warmup,
             "runs": settings.runs, "server": settings.server,
             "compare": [c for c in settings.compare if c != settings.server],
+            "compare_layers": list(settings.compare_layers),
             "host": settings.host, "wrk_timeout_s": settings.wrk_timeout,
             "body": SAMPLE_BODY.decode(), "lua_script": str(POST_JSON),
         },
@@ -642,6 +657,9 @@ def command(
                                              "fastapi rows.")] = DEFAULT_SERVER,
     compare: Annotated[str, typer.Option(help="Comma-separated servers that each add an asgi "
                                               "row ('' for none).")] = DEFAULT_COMPARE,
+    compare_layers: Annotated[str, typer.Option(
+        help="Comma-separated layers (asgi, starlette, fastapi) the --compare servers get rows "
+             "in.")] = "asgi",
     axum: Annotated[bool, typer.Option(help="Add the Rust axum ceiling (built with cargo).")
                     ] = True,
     pin: Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")] = True,
@@ -660,11 +678,12 @@ def command(
     errors = Console(stderr=True, soft_wrap=True)
     settings = Settings(connections=connections, threads=threads, duration=duration,
                         warmup=warmup, runs=runs, server=server, compare=_names(compare),
-                        axum=axum, pin=pin, server_cpu=server_cpu, wrk_cpu=wrk_cpu, host=host,
-                        port=port)
+                        compare_layers=_names(compare_layers), axum=axum, pin=pin,
+                        server_cpu=server_cpu, wrk_cpu=wrk_cpu, host=host, port=port)
     out = output if output is not None else report.default_output("layers")
     try:
         validate_servers(settings.server, settings.compare)
+        validate_layers(settings.compare_layers)
         report.prepare_output(out)
         data = measure(settings, console, out)
     except (UsageProblem, report.OutputError) as exc:

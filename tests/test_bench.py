@@ -28,6 +28,7 @@ from bench.layers import (
     Run,
     Settings,
     UsageProblem,
+    below_of,
     check_echo,
     decide_pinning,
     plan_rows,
@@ -281,6 +282,29 @@ def test_default_rows_put_toy_httptools_beside_uvicorn() -> None:
     assert [(p.layer, p.server) for p in other] == [
         ("asyncio", "raw"), ("asgi", "hypercorn"), ("asgi", "granian"),
         ("starlette", "hypercorn"), ("fastapi", "hypercorn")]
+
+
+def test_compare_layers_add_framework_rows_compared_with_their_own_asgi_row() -> None:
+    settings = Settings(compare=("toy-httptools",), compare_layers=("asgi", "starlette"),
+                        axum=False)
+    plans = plan_rows(settings)
+    assert [(p.layer, p.server) for p in plans] == [
+        ("asyncio", "raw"), ("asgi", "uvicorn"), ("asgi", "toy-httptools"),
+        ("starlette", "uvicorn"), ("starlette", "toy-httptools"), ("fastapi", "uvicorn")]
+    starlette_toy = plans[4]
+    below = below_of(starlette_toy, plans)
+    assert below is not None and (below.layer, below.server) == ("asgi", "toy-httptools")
+
+
+def test_unknown_compare_layer_is_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "layers", "--compare-layers", "asgi,django",
+         "--output", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "unknown layer 'django' in --compare-layers" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_pinning_decisions() -> None:

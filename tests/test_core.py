@@ -170,3 +170,15 @@ def test_toyserve_failed_startup_exits_3_with_the_apps_message(tmp_path: Any) ->
     assert result.returncode == 3
     assert "Traceback" not in result.stderr
     assert "no database" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["toy-raw", "toy-h11", "toy-httptools"])
+def test_each_request_runs_in_an_asyncio_task(name: str) -> None:
+    """asyncio.timeout() and anyio cancel scopes need current_task() from the app's first step."""
+    import httpx
+
+    port = free_port()
+    argv = SERVERS[name].command("tests.support.echo_app:task_app", "127.0.0.1", port)
+    with ServerProcess(argv, port=port) as server:
+        response = httpx.post(server.url, content=b"hi", timeout=10)
+    assert (response.status_code, response.text) == (200, "task=True")

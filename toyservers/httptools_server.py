@@ -8,10 +8,11 @@ Content-Length or chunked). Each request gets a ``RequestResponseCycle`` whose `
 calls the app; requests pipelined on one connection queue up and are answered in order.
 
 Built to be fast: the app starts once the chunk holding its head has been parsed, so a small
-body is already there when it calls ``receive()``; its coroutine is stepped inline and becomes
-an ``asyncio.Task`` only if it has to wait (a Task costs several µs in uvloop); the response
-head waits for the first body message so both leave in one ``transport.write``; and one
-keep-alive timer stays armed instead of a new one per request.
+body is already there when it calls ``receive()``; the response head waits for the first body
+message so both leave in one ``transport.write``; and one keep-alive timer stays armed instead
+of a new one per request. Each request still runs in its own ``asyncio.Task``, as in uvicorn:
+stepping the app inline to save the Task's few µs would leave ``asyncio.current_task()``
+empty in its first step, and break ``asyncio.timeout()`` and anyio's cancel scopes there.
 
 Deliberately left out: protocol upgrades (an ``Upgrade`` request is answered as plain HTTP,
 without its body, and the connection then closes; ``CONNECT`` gets 501), transfer codings
@@ -29,15 +30,13 @@ Compare with: uvicorn/protocols/http/httptools_impl.py and flow_control.py.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import re
 import socket
 import types
 from collections import deque
-from collections.abc import Callable, Coroutine, Generator, Iterable
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
-from typing import Any
 from urllib.parse import unquote
 
 import httptools
@@ -146,27 +145,6 @@ class FlowControl:
 
 
 @types.coroutine
-def _resume(coro: Coroutine[Any, Any, None], yielded: Any) -> Generator[Any, Any, None]:
-    """Finish ``coro`` in a Task after its first step ran inline: hand the Task the future
-    that step stopped on, then relay every later step both ways, as ``yield from`` would."""
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # a cancellation reaches the app where it awaits
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration:
-                return
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration:
-                return
-
-
 # --- the protocol -----------------------------------------------------------------------------
 
 
@@ -525,14 +503,10 @@ class HttpToolsProtocol(asyncio.Protocol):
                         self.config.timeout_keep_alive, self.on_idle)
 
     def start(self, cycle: RequestResponseCycle) -> None:
-        """Step the app inline; only if it must wait does it go on as an asyncio Task."""
-        coro = cycle.run_asgi()
-        context = contextvars.copy_context()  # as a Task would: the app's vars stay its own
-        try:
-            yielded = context.run(coro.send, None)
-        except StopIteration:
-            return
-        task = self.loop.create_task(_resume(coro, yielded), context=context)
+        """Run the app for ``cycle`` in its own asyncio Task (its own contextvars copy, and a
+        ``current_task()`` for ``asyncio.timeout`` and anyio), kept in ``state.tasks`` so a
+        graceful shutdown can wait for it."""
+        task = self.loop.create_task(cycle.run_asgi())
         self.state.tasks.add(task)
         task.add_done_callback(self.state.tasks.discard)
     # --8<-- [end:drive]

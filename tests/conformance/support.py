@@ -59,12 +59,12 @@ FEATURES: list[str] = [
 ]
 
 _TOY_HTTP1_ONLY = {
-    "websocket": "HTTP/1.1 request/response only: no Upgrade handling (issue 3)",
-    "http2": "HTTP/1.1 only (issue 3); HTTP/2 is toyservers.h2_server's job",
-    "ext-trailers": "no ASGI extensions offered (issue 3)",
-    "ext-early-hints": "no ASGI extensions offered (issue 3)",
-    "ext-pathsend": "no ASGI extensions offered (issue 3)",
-    "ext-zerocopysend": "no ASGI extensions offered (issue 3)",
+    "websocket": "HTTP/1.1 request/response only: no Upgrade handling",
+    "http2": "HTTP/1.1 only",
+    "ext-trailers": "no ASGI extensions offered",
+    "ext-early-hints": "no ASGI extensions offered",
+    "ext-pathsend": "no ASGI extensions offered",
+    "ext-zerocopysend": "no ASGI extensions offered",
 }
 
 _NO_EXTENSIONS = {

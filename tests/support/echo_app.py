@@ -43,3 +43,18 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                     (b"content-length", str(len(payload)).encode())],
     })
     await send({"type": "http.response.body", "body": payload})
+
+
+async def task_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Uses ``asyncio.timeout`` before its first await, which needs ``current_task()``: the
+    server must run each request in an asyncio Task. Answers ``task=True`` when it does."""
+    import asyncio
+
+    if scope["type"] != "http":
+        return
+    async with asyncio.timeout(5):
+        await receive()
+    body = f"task={asyncio.current_task() is not None}".encode()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,87 @@
+"""``bench conformance``: folding the suite's records into the matrix, and one real run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.conformance import build_matrix, render_markdown
+from toyservers.registry import SERVERS
+
+
+def record(server: str, feature: str, outcome: str, message: str = "", test: str = "t"
+           ) -> dict[str, str]:
+    return {"nodeid": f"tests/conformance/x.py::{test}[{server}]", "server": server,
+            "feature": feature, "outcome": outcome, "message": message}
+
+
+REPORT = {
+    "features": ["keep-alive", "websocket", "date-header", "head", "never-run"],
+    "records": [
+        record("toy-h11", "keep-alive", "passed"),
+        record("toy-h11", "websocket", "xfailed", "HTTP/1.1 only"),
+        record("toy-h11", "date-header", "passed"),
+        record("toy-h11", "head", "passed", test="a"),
+        record("toy-h11", "head", "failed", "AssertionError: body sent", test="b"),
+        record("daphne", "keep-alive", "passed"),
+        record("daphne", "websocket", "passed"),
+        record("daphne", "date-header", "violation", "violation: sends no Date header"),
+        record("daphne", "head", "passed"),
+    ],
+}
+
+
+def test_cells_are_pass_unsupported_or_fail() -> None:
+    matrix = build_matrix(REPORT, ["toy-h11", "daphne"])
+    assert matrix["features"] == ["keep-alive", "websocket", "date-header", "head"]
+    assert matrix["results"] == {
+        "toy-h11": {"keep-alive": "pass", "websocket": "unsupported", "date-header": "pass",
+                    "head": "fail"},
+        "daphne": {"keep-alive": "pass", "websocket": "pass", "date-header": "fail",
+                   "head": "pass"},
+    }
+    assert matrix["reasons"] == {"toy-h11": {"websocket": "HTTP/1.1 only"}}
+    assert "violation: sends no Date header" in matrix["failures"]["daphne"]["date-header"][0]
+    assert "body sent" in matrix["failures"]["toy-h11"]["head"][0]
+    assert set(matrix["servers"]) == {"toy-h11", "daphne"}
+
+
+def test_markdown_has_a_row_per_feature_and_the_pass_counts() -> None:
+    text = render_markdown(build_matrix(REPORT, ["toy-h11", "daphne"]), ["how it ran"])
+    assert "| date-header | pass | **fail** |" in text
+    assert "| websocket | unsupported | pass |" in text
+    assert "**2/4**" in text and "**3/4**" in text
+    assert "- **toy-h11**, websocket: HTTP/1.1 only" in text
+    assert "- how it ran" in text
+
+
+@pytest.mark.slow
+def test_bench_conformance_writes_the_matrix_for_one_server(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "conformance", "--servers", "toy-httptools",
+         "--output", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    matrix = json.loads((tmp_path / "matrix.json").read_text())
+    assert list(matrix["servers"]) == ["toy-httptools"]
+    row = matrix["results"]["toy-httptools"]
+    assert len(row) >= 20
+    assert "fail" not in row.values(), matrix["failures"]
+    assert row["keep-alive"] == "pass" and row["http2"] == "unsupported"
+    assert (tmp_path / "matrix.md").read_text().startswith("# What each server supports")
+
+
+def test_bench_conformance_unknown_server_is_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "conformance", "--servers", "nginx",
+         "--output", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    known = ", ".join(SERVERS)
+    assert result.stderr.strip() == f"error: unknown server 'nginx' (known: {known})"
