@@ -200,6 +200,11 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     elif path == "/produce":
         await _read_body(receive)
         await _stream(send, int(params["size"]), key)
+    elif path == "/first-piece":
+        first = await receive()  # record that a first piece arrived before the body ended
+        STATUS[key] = "got-first"
+        size, messages, _ = await _read_body(receive)
+        await _json(send, {"size": size + len(first.get("body", b"")), "messages": messages + 1})
     elif path == "/progress":
         await _json(send, {"sent": PROGRESS.get(key, 0)})
     elif path == "/hold" or path == "/expect":

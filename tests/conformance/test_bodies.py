@@ -83,6 +83,21 @@ def _download(port: int, size: int) -> int:
 
 @feature("large-upload")
 def test_10mb_upload_is_streamed(server: RunningServer) -> None:
+    # Streaming, seen from the app: its first http.request arrives while the client still
+    # holds back most of the body. (RSS alone can miss a buffering server when memory freed
+    # by an earlier test is reused.)
+    key = f"first-{server.name}-{time.monotonic_ns()}"
+    with Connection(server.port, timeout=10.0) as conn:
+        conn.send(request("POST", f"/first-piece?key={key}",
+                          headers=[("Content-Length", str(TRANSFER))]))
+        conn.send(b"u" * MB)
+        status = poll(server.port, f"/status?key={key}", lambda v: v["status"] == "got-first",
+                      timeout=5.0)
+        assert status == {"status": "got-first"}, "the app saw no body before all of it arrived"
+        conn.send(b"u" * (TRANSFER - MB))
+        response = conn.read_response()
+    assert response is not None and response.status == 200
+    assert response.json()["size"] == TRANSFER
     _upload(server.port, MB)  # warm up: buffers and code paths allocated once
     with PeakRSS(server) as rss:
         result = _upload(server.port, TRANSFER)
