@@ -33,7 +33,6 @@ import asyncio
 import logging
 import re
 import socket
-import types
 from collections import deque
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
@@ -144,7 +143,6 @@ class FlowControl:
         self.writable = None
 
 
-@types.coroutine
 # --- the protocol -----------------------------------------------------------------------------
 
 
