@@ -160,6 +160,26 @@ def test_toyserve_port_in_use_is_one_line(tmp_path: Any) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
 
 
+def test_toyserve_ssl_key_without_certificate_is_a_usage_error(tmp_path: Any) -> None:
+    key = tmp_path / "key.pem"
+    key.write_text("not a key\n")
+    result = run_toyserve("tests.support.echo_app:app", "--ssl-keyfile", str(key))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "--ssl-keyfile and --ssl-certfile go together" in result.stderr
+
+
+def test_toyserve_unusable_certificate_is_one_line(tmp_path: Any) -> None:
+    pem = tmp_path / "junk.pem"
+    pem.write_text("not a certificate\n")
+    result = run_toyserve("tests.support.echo_app:app", "--port", "0",
+                          "--ssl-keyfile", str(pem), "--ssl-certfile", str(pem))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr  # nothing started, nothing to stop
+    assert f"cannot use the TLS certificate {pem}" in result.stderr
+
+
 def test_toyserve_failed_startup_exits_3_with_the_apps_message(tmp_path: Any) -> None:
     (tmp_path / "failing_app.py").write_text(
         "async def app(scope, receive, send):\n"

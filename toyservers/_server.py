@@ -114,9 +114,12 @@ async def serve_protocol(
 
     Raises:
         LifespanFailure: the app's lifespan startup failed; nothing was served.
+        ssl.SSLError: ``config.ssl_certfile``/``ssl_keyfile`` hold no usable certificate
+            and key (raised before lifespan startup).
         OSError: the address could not be bound (for example, the port is in use).
     """
     loop = asyncio.get_running_loop()
+    ssl_context = _ssl_context(config)  # before startup: a bad certificate starts nothing
     lifespan = Lifespan(app, config.lifespan)
     await lifespan.startup()
     state = ServerState(app, config, lifespan.state)
@@ -130,7 +133,6 @@ async def serve_protocol(
     def factory() -> asyncio.Protocol:
         return protocol_factory(state)
 
-    ssl_context = _ssl_context(config)
     try:
         if sock is not None:
             server = await loop.create_server(
@@ -207,7 +209,8 @@ def run_server(
     """Block running ``serve(app, config)`` on the configured loop; exit with a clear message.
 
     Exits the process (``SystemExit``) with status 3 when lifespan startup fails and 1 when the
-    address cannot be bound, printing one line, as uvicorn does.
+    address cannot be bound or the TLS certificate and key cannot be loaded, printing one line,
+    as uvicorn does.
     """
     factory = new_event_loop_factory(config.loop)
     try:
@@ -216,6 +219,10 @@ def run_server(
     except LifespanFailure as exc:
         logger.error("application startup failed: %s", exc)
         sys.exit(3)
+    except ssl.SSLError as exc:
+        logger.error("cannot use the TLS certificate %s with the key %s: %s",
+                     config.ssl_certfile, config.ssl_keyfile, exc.reason or exc)
+        sys.exit(1)
     except OSError as exc:
         logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
         sys.exit(1)

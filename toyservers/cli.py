@@ -78,6 +78,10 @@ def configure_logging(level: str, access_log: bool) -> None:
               help="Most connections at once; beyond it, 503.")
 @click.option("--backlog", default=2048, show_default=True, type=int, help="listen() backlog.")
 @click.option("--root-path", default="", help="ASGI root_path for an app mounted below a prefix.")
+@click.option("--ssl-keyfile", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="PEM private key: serve HTTPS (with --ssl-certfile).")
+@click.option("--ssl-certfile", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="PEM certificate chain: serve HTTPS (with --ssl-keyfile).")
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
               help="Log one line per request.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
@@ -85,9 +89,12 @@ def configure_logging(level: str, access_log: bool) -> None:
               help="Look for APP in this directory (put on sys.path).")
 def main(app: str, server: str, host: str, port: int, loop: str, lifespan: str,
          timeout_keep_alive: float, timeout_graceful_shutdown: float,
-         limit_concurrency: int | None, backlog: int, root_path: str, access_log: bool,
+         limit_concurrency: int | None, backlog: int, root_path: str,
+         ssl_keyfile: str | None, ssl_certfile: str | None, access_log: bool,
          log_level: str, app_dir: str) -> None:
     """Serve the ASGI app APP ("module:attribute") with one of the toy servers."""
+    if (ssl_keyfile is None) != (ssl_certfile is None):
+        raise click.UsageError("--ssl-keyfile and --ssl-certfile go together")
     configure_logging(log_level, access_log)
     sys.path.insert(0, os.path.abspath(app_dir))
     try:
@@ -100,6 +107,7 @@ def main(app: str, server: str, host: str, port: int, loop: str, lifespan: str,
         timeout_keep_alive=timeout_keep_alive,
         timeout_graceful_shutdown=timeout_graceful_shutdown,
         limit_concurrency=limit_concurrency, backlog=backlog, root_path=root_path,
+        ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
         access_log=access_log, log_level=log_level,
     )
     SERVERS[server].load().run(asgi_app, config)

@@ -55,18 +55,22 @@ class ServerSpec:
     description: str
     module: str | None = None
 
-    def command(self, app: str, host: str, port: int, *, access_log: bool = False) -> list[str]:
+    def command(self, app: str, host: str, port: int, *, access_log: bool = False,
+                tls: tuple[str, str] | None = None) -> list[str]:
         """The argv that serves ``app`` (``"module:attr"``) on ``host:port`` in one process.
 
         Logs go at warning level so a benchmark measures the server, not its logging; with
-        ``access_log`` the server logs one line per request where it can.
+        ``access_log`` the server logs one line per request where it can. ``tls`` is a
+        ``(certfile, keyfile)`` pair of PEM paths: serve HTTPS instead of plain HTTP.
         """
         n = self.name
+        cert, key = tls if tls is not None else ("", "")
         if self.kind == "toy":
             return [
                 _script("toyserve"), app, "--server", n, "--host", host, "--port", str(port),
                 "--log-level", "warning",
                 "--access-log" if access_log else "--no-access-log",
+                *(["--ssl-certfile", cert, "--ssl-keyfile", key] if tls else []),
             ]
         if n in ("uvicorn", "uvicorn-h11"):
             http = "h11" if n == "uvicorn-h11" else "httptools"
@@ -74,24 +78,33 @@ class ServerSpec:
                 _script("uvicorn"), app, "--host", host, "--port", str(port),
                 "--http", http, "--loop", "uvloop", "--log-level", "warning",
                 "--access-log" if access_log else "--no-access-log",
+                *(["--ssl-certfile", cert, "--ssl-keyfile", key] if tls else []),
             ]
         if n == "hypercorn":
             argv = [_script("hypercorn"), "--bind", f"{host}:{port}", "--log-level", "WARNING"]
+            if tls:
+                argv += ["--certfile", cert, "--keyfile", key]
             return [*argv, "--access-logfile", "-", app] if access_log else [*argv, app]
         if n == "daphne":
-            argv = [_script("daphne"), "-b", host, "-p", str(port), "-v", "0"]
+            if tls:  # a Twisted endpoint string: a backslash escapes ':' in a value
+                key, cert = key.replace(":", "\\:"), cert.replace(":", "\\:")
+                argv = [_script("daphne"), "-e", f"ssl:{port}:interface={host}:"
+                        f"privateKey={key}:certKey={cert}", "-v", "0"]
+            else:
+                argv = [_script("daphne"), "-b", host, "-p", str(port), "-v", "0"]
             return [*argv, "--access-log", "-", app] if access_log else [*argv, app]
         if n == "granian":
             return [
                 _script("granian"), "--interface", "asgi", "--host", host, "--port", str(port),
                 "--workers", "1", "--loop", "uvloop", "--log-level", "warning",
-                "--access-log" if access_log else "--no-access-log", app,
+                "--access-log" if access_log else "--no-access-log",
+                *(["--ssl-certificate", cert, "--ssl-keyfile", key] if tls else []), app,
             ]
         if n == "gunicorn":
             return [
                 _script("gunicorn"), "--bind", f"{host}:{port}", "--workers", "1",
                 "--log-level", "warning", *(["--access-logfile", "-"] if access_log else []),
-                app,
+                *(["--certfile", cert, "--keyfile", key] if tls else []), app,
             ]
         raise ValueError(f"no command known for server {n!r}")
 

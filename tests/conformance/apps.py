@@ -108,8 +108,18 @@ def _describe_scope(scope: Scope) -> dict[str, object]:
         "client": list(scope["client"]) if scope.get("client") else None,
         "server": list(scope["server"]) if scope.get("server") else None,
         "extensions": sorted((scope.get("extensions") or {}).keys()),
+        "tls": _describe_tls((scope.get("extensions") or {}).get("tls")),
         "has_state": "state" in scope,
     }
+
+
+def _describe_tls(tls: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The JSON-safe part of the ``tls`` extension (ASGI TLS extension): its keys, the TLS
+    version and cipher suite numbers."""
+    if tls is None:
+        return None
+    return {"keys": sorted(tls), "tls_version": tls.get("tls_version"),
+            "cipher_suite": tls.get("cipher_suite")}
 
 
 async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from bench.process import ServerProcess, free_port
 from tests.conformance import apps, support
@@ -226,10 +228,12 @@ class RunningServer:
         return SERVERS[self.name].version()
 
 
-def start_server(name: str, workdir: Path) -> tuple[ServerProcess, Path]:
+def start_server(name: str, workdir: Path, *, tls: tuple[str, str] | None = None
+                 ) -> tuple[ServerProcess, Path]:
     """Start ``name`` serving the conformance app on a free port; waits until it accepts.
 
-    Returns the process and the lifespan record file. Raises bench.process.ServerStartError.
+    ``tls`` is a ``(certfile, keyfile)`` pair: serve HTTPS. Returns the process and the
+    lifespan record file. Raises bench.process.ServerStartError.
     """
     lifespan_file = workdir / "lifespan.txt"
     lifespan_file.write_text("")
@@ -238,7 +242,7 @@ def start_server(name: str, workdir: Path) -> tuple[ServerProcess, Path]:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     port = free_port()
-    argv = SERVERS[name].command(APP, support.HOST, port)
+    argv = SERVERS[name].command(APP, support.HOST, port, tls=tls)
     process = ServerProcess(argv, port=port, cwd=ROOT, env=env, startup_timeout=30.0,
                             log_path=workdir / "server.log")
     process.start()
@@ -256,5 +260,40 @@ def server(server_name: str, tmp_path_factory: pytest.TempPathFactory
     running.probes["slow-headers"] = Probe(lambda: slow_headers_probe(process.port))
     try:
         yield running
+    finally:
+        process.stop()
+
+
+@dataclass
+class TLSServer:
+    """A second process of the same server, serving HTTPS with a certificate for 127.0.0.1
+    from a throwaway CA; ``client_context`` trusts that CA."""
+
+    name: str
+    process: ServerProcess
+    client_context: ssl.SSLContext
+
+    @property
+    def port(self) -> int:
+        return self.process.port
+
+
+@pytest.fixture(scope="session")
+def tls_server(server_name: str, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[TLSServer]:
+    """``server_name`` serving HTTPS (one process per session, started on first use)."""
+    workdir = tmp_path_factory.mktemp(f"conformance-tls-{server_name}")
+    ca = trustme.CA()
+    issued = ca.issue_cert(support.HOST, "localhost")
+    cert, key = workdir / "cert.pem", workdir / "key.pem"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    for extra in issued.cert_chain_pems[1:]:
+        extra.write_to_path(str(cert), append=True)
+    issued.private_key_pem.write_to_path(str(key))
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    process, _ = start_server(server_name, workdir, tls=(str(cert), str(key)))
+    try:
+        yield TLSServer(server_name, process, context)
     finally:
         process.stop()

@@ -52,10 +52,12 @@ FEATURES: list[str] = [
     "graceful-shutdown",
     "websocket",
     "http2",
+    "https",
     "ext-trailers",
     "ext-early-hints",
     "ext-pathsend",
     "ext-zerocopysend",
+    "ext-tls",
 ]
 
 _TOY_HTTP1_ONLY = {
@@ -65,6 +67,7 @@ _TOY_HTTP1_ONLY = {
     "ext-early-hints": "no ASGI extensions offered",
     "ext-pathsend": "no ASGI extensions offered",
     "ext-zerocopysend": "no ASGI extensions offered",
+    "ext-tls": "no ASGI extensions offered",
 }
 
 _NO_EXTENSIONS = {
@@ -72,6 +75,7 @@ _NO_EXTENSIONS = {
     "ext-early-hints": "not offered over HTTP/1.1",
     "ext-pathsend": "not offered",
     "ext-zerocopysend": "not offered",
+    "ext-tls": "not offered",
 }
 _UVICORN = {
     **_NO_EXTENSIONS,

@@ -6,7 +6,9 @@ HTTP/1.1 *and* the message it names has its effect on the wire.
 Spec: ASGI WebSocket spec 2.4; RFC 6455 §4 (opening handshake); RFC 9113 §3.3 (prior
 knowledge); ASGI extensions: ``http.response.trailers`` (RFC 9112 §7.1.2 trailer section,
 sent only when the request has ``TE: trailers``), ``http.response.early_hint`` (RFC 8297,
-103), ``http.response.pathsend``, ``http.response.zerocopysend``.
+103), ``http.response.pathsend``, ``http.response.zerocopysend``, and ``tls`` (connection details
+in the scope of a request that came over TLS). HTTPS: RFC 9110 §4.2.2, ASGI HTTP scope
+``scheme``.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from pathlib import Path
 import h2.config
 import h2.connection
 import h2.events
+import httpx
 import pytest
 from websockets.sync.client import connect as ws_connect
 
 from tests.conformance import apps
-from tests.conformance.conftest import RunningServer
+from tests.conformance.conftest import RunningServer, TLSServer
 from tests.conformance.support import HOST, IO_TIMEOUT, Connection, request
 
 feature = pytest.mark.feature
@@ -114,3 +117,29 @@ def test_zerocopysend_extension(server: RunningServer) -> None:
         response = conn.read_response()
     assert response is not None and response.status == 200, response
     assert response.body == Path(apps.SELF_PATH).read_bytes()
+
+
+def _scope_over_tls(server: TLSServer) -> dict[str, object]:
+    response = httpx.get(f"https://{HOST}:{server.port}/scope", verify=server.client_context,
+                         timeout=IO_TIMEOUT)
+    assert response.status_code == 200, response
+    scope: dict[str, object] = response.json()
+    return scope
+
+
+@feature("https")
+def test_https_request_has_scheme_https(tls_server: TLSServer) -> None:
+    scope = _scope_over_tls(tls_server)
+    assert scope["scheme"] == "https" and scope["http_version"] == "1.1", scope
+
+
+@feature("ext-tls")
+def test_tls_extension(tls_server: TLSServer) -> None:
+    scope = _scope_over_tls(tls_server)
+    assert "tls" in scope["extensions"], scope["extensions"]  # type: ignore[operator]
+    tls = scope["tls"]
+    assert isinstance(tls, dict)
+    assert tls["tls_version"] in (0x0303, 0x0304)  # TLS 1.2 or 1.3
+    assert isinstance(tls["cipher_suite"], int)
+    assert {"server_cert", "client_cert_chain", "client_cert_name", "client_cert_error"} <= set(
+        tls["keys"])
