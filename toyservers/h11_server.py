@@ -42,14 +42,12 @@ import h11
 from toyservers._server import ServerState, run_server, serve_protocol
 from toyservers._types import ASGIApp, Headers, Message
 from toyservers.config import Config
+from toyservers.flow_control import HIGH_WATER_LIMIT, FlowControl
 
 # --- constants -------------------------------------------------------------------------------
 
 logger = logging.getLogger("toyservers.error")
 access_logger = logging.getLogger("toyservers.access")
-
-HIGH_WATER_LIMIT = 64 * 1024
-"""Unread request body we buffer before we stop reading the socket, bytes."""
 
 MAX_CONTENT_LENGTH = 2**63 - 1
 """Largest Content-Length we accept; larger is an overflow (RFC 9112 §6.3 p5: invalid)."""
@@ -221,42 +219,6 @@ def _addr(transport: asyncio.BaseTransport, name: str) -> tuple[str, int] | None
     if isinstance(info, tuple) and len(info) >= 2:
         return (str(info[0]), int(info[1]))
     return None
-
-
-class FlowControl:
-    """Backpressure both ways: pause the socket's reads, and let ``send`` wait on writes.
-
-    ``pause_writing``/``resume_writing`` come from the transport when its write buffer
-    crosses its high/low-water marks; ``drain()`` returns once writing may go on.
-    """
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self.transport = transport
-        self.read_paused = False
-        self.write_paused = False
-        self.writable = asyncio.Event()
-        self.writable.set()
-
-    async def drain(self) -> None:
-        await self.writable.wait()
-
-    def pause_reading(self) -> None:
-        if not self.read_paused:
-            self.read_paused = True
-            self.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.read_paused:
-            self.read_paused = False
-            self.transport.resume_reading()
-
-    def pause_writing(self) -> None:
-        self.write_paused = True
-        self.writable.clear()
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        self.writable.set()
 
 
 # --- the protocol class ----------------------------------------------------------------------

@@ -43,13 +43,13 @@ import httptools
 from toyservers._server import ServerState, run_server, serve_protocol
 from toyservers._types import ASGIApp, Message, Receive, Scope, Send
 from toyservers.config import Config
+from toyservers.flow_control import HIGH_WATER_LIMIT, FlowControl
 
 # --- constants --------------------------------------------------------------------------------
 
 logger = logging.getLogger("toyservers.error")
 access_logger = logging.getLogger("toyservers.access")
 
-HIGH_WATER_LIMIT = 64 * 1024  # bytes of unread request body buffered before we stop reading
 IDLE, HEAD, BODY = 0, 1, 2  # where the parser is in the current request
 
 
@@ -109,38 +109,6 @@ def split_target(url: bytes) -> tuple[bytes, bytes]:
 
 class _Rejected(Exception):
     """Raised in a parser callback to stop llhttp; the status is in ``error_status``."""
-
-
-class FlowControl:
-    """Backpressure both ways: stop reading while the app is behind; let ``send`` wait while
-    the transport's write buffer is over its high-water mark (asyncio pause_writing)."""
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self.transport = transport
-        self.read_paused = self.write_paused = False
-        self.writable: asyncio.Future[None] | None = None
-
-    async def drain(self) -> None:
-        if self.write_paused:
-            if self.writable is None:
-                self.writable = asyncio.get_running_loop().create_future()
-            await self.writable
-
-    def pause_reading(self) -> None:
-        if not self.read_paused:
-            self.read_paused = True
-            self.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.read_paused:
-            self.read_paused = False
-            self.transport.resume_reading()
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        if self.writable is not None and not self.writable.done():
-            self.writable.set_result(None)
-        self.writable = None
 
 
 # --- the protocol -----------------------------------------------------------------------------
@@ -234,7 +202,7 @@ class HttpToolsProtocol(asyncio.Protocol):
             self.flow.resume_writing()
 
     def pause_writing(self) -> None:
-        self.flow.write_paused = True
+        self.flow.pause_writing()
 
     def resume_writing(self) -> None:
         self.flow.resume_writing()

@@ -38,6 +38,7 @@ from urllib.parse import unquote
 from toyservers._server import ServerState, run_server, serve_protocol
 from toyservers._types import ASGIApp, Headers, Message
 from toyservers.config import Config
+from toyservers.flow_control import HIGH_WATER_LIMIT, FlowControl
 
 logger = logging.getLogger("toyservers.error")
 access_logger = logging.getLogger("toyservers.access")
@@ -45,7 +46,6 @@ access_logger = logging.getLogger("toyservers.access")
 # --8<-- [start:constants]
 # ---------------------------------------------------------------------------------- constants
 
-HIGH_WATER_LIMIT = 64 * 1024  # bytes of unread body or read-ahead before we pause reading
 MAX_CHUNK_LINE = 4096  # bytes in one chunk-size line, extensions included
 LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
 
@@ -375,27 +375,6 @@ def _address(info: Any) -> tuple[str, int] | None:
     return None
 
 
-class FlowControl:
-    """Write backpressure: asyncio calls pause_writing/resume_writing around its buffer's
-    high-water mark, and ``send()`` awaits ``drain()`` while writing is paused."""
-
-    def __init__(self) -> None:
-        self.write_paused = False
-        self._writable = asyncio.Event()
-        self._writable.set()
-
-    def pause_writing(self) -> None:
-        self.write_paused = True
-        self._writable.clear()
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        self._writable.set()
-
-    async def drain(self) -> None:
-        await self._writable.wait()
-
-
 # -------------------------------------------------------------------------- Protocol interface
 
 
@@ -408,7 +387,7 @@ class RawHTTPProtocol(asyncio.Protocol):
         self.loop = loop or asyncio.get_running_loop()
         self.access_log = state.config.access_log and access_logger.isEnabledFor(logging.INFO)
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
-        self.flow = FlowControl()
+        self.flow: FlowControl = None  # type: ignore[assignment]
         self.buffer = bytearray()
         self.phase = READ_HEAD
         self.cycle: RequestResponseCycle | None = None
@@ -417,7 +396,6 @@ class RawHTTPProtocol(asyncio.Protocol):
         self.decoder: ChunkedDecoder | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_kind: str | None = None
-        self.read_paused = False
         self.eof = False
         self.server: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
@@ -426,6 +404,7 @@ class RawHTTPProtocol(asyncio.Protocol):
     # --8<-- [start:connection_made]
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.flow = FlowControl(self.transport)
         self.state.connections.add(self)
         self.server = _address(transport.get_extra_info("sockname"))
         self.client = _address(transport.get_extra_info("peername"))
@@ -695,17 +674,14 @@ class RawHTTPProtocol(asyncio.Protocol):
 
     def pause_reading(self) -> None:
         """Stop reading from the socket (the app or the pipeline is behind)."""
-        if not self.read_paused and not self.transport.is_closing():
-            self.read_paused = True
-            self.transport.pause_reading()
+        self.flow.pause_reading()
         if self.timer_kind is BODY:
             self._cancel_timer()
 
     def resume_reading(self) -> None:
         """Read from the socket again, if we had paused."""
-        if self.read_paused and not self.transport.is_closing():
-            self.read_paused = False
-            self.transport.resume_reading()
+        if self.flow.read_paused and not self.transport.is_closing():
+            self.flow.resume_reading()
             if self.phase is READ_BODY:
                 self._set_timer(BODY, self.config.timeout_body)
 
