@@ -472,9 +472,8 @@ class HttpToolsProtocol(asyncio.Protocol):
         """Run the app for ``cycle`` in its own asyncio Task (its own contextvars copy, and a
         ``current_task()`` for ``asyncio.timeout`` and anyio), kept in ``state.tasks`` so a
         graceful shutdown can wait for it."""
-        task = self.loop.create_task(cycle.run_asgi())
-        self.state.tasks.add(task)
-        task.add_done_callback(self.state.tasks.discard)
+        cycle.task = self.loop.create_task(cycle.run_asgi())
+        self.state.tasks.add(cycle.task)  # run_asgi discards it as it ends
     # --8<-- [end:drive]
 
     def on_response_complete(self, cycle: RequestResponseCycle) -> None:
@@ -499,6 +498,7 @@ class RequestResponseCycle:
     head: bytes | None = None  # the response head, written with the first body
     chunked = no_body = False
     remaining: int | None = None  # Content-Length bytes still owed
+    task: asyncio.Task[None] | None = None  # the Task running run_asgi
 
     def __init__(self, protocol: HttpToolsProtocol, app: ASGIApp, scope: Scope,
                  keep_alive: bool, expect_100: bool) -> None:
@@ -520,10 +520,11 @@ class RequestResponseCycle:
         except BaseException as exc:  # the app's failures never reach the server
             logger.error("Exception in ASGI application", exc_info=exc)
         else:
-            if self.response_complete or self.disconnected:
-                return
-            logger.error("ASGI app returned without %s the response",
-                         "completing" if self.response_started else "starting")
+            if not (self.response_complete or self.disconnected):
+                logger.error("ASGI app returned without %s the response",
+                             "completing" if self.response_started else "starting")
+        finally:
+            self.protocol.state.tasks.discard(self.task)  # nothing awaits past this point
         if self.disconnected or self.response_complete:
             return
         if not self.response_started:
