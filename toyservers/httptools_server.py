@@ -117,6 +117,17 @@ class _Rejected(Exception):
 class HttpToolsProtocol(asyncio.Protocol):
     """One connection: llhttp callbacks in, RequestResponseCycles answered in order out."""
 
+    # Slots: CPython 3.11 keeps its fast attribute paths only for instances with at most 30
+    # attributes in their __dict__; this class has more, and slots keep every access fast.
+    __slots__ = (
+        "state", "app", "config", "loop", "parser", "access_log", "max_headers",
+        "max_header_size", "max_body", "transport", "flow", "client", "server", "scheme",
+        "pipeline", "running", "driving", "reading_stopped", "pending_error", "error_status",
+        "idle_handle", "idle_since", "deadline_handle", "head_started", "body_active",
+        "phase", "messages", "chunk_size", "url", "headers", "head_seen", "body_size",
+        "hosts", "te", "content_length", "expect", "cycle",
+    )
+
     def __init__(self, state: ServerState) -> None:
         config: Config = state.config
         self.state, self.app, self.config = state, state.app, config
@@ -148,7 +159,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.messages = 0
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
-        self.head_size = self.head_seen = self.body_size = self.hosts = 0
+        self.chunk_size = self.head_seen = self.body_size = self.hosts = 0
         self.te: bytes | None = None
         self.content_length: bytes | None = None
         self.expect = False
@@ -170,6 +181,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         if self.reading_stopped:
             return  # RFC 9112 §9.6: nothing after the last request (or a bad one) is read
         phase, messages = self.phase, self.messages
+        self.chunk_size = len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -224,7 +236,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.messages += 1
         self.url = b""
         self.headers = []
-        self.head_size = self.head_seen = self.body_size = self.hosts = 0
+        self.head_seen = self.body_size = self.hosts = 0
         self.head_started = 0.0
         self.te = self.content_length = None
         self.expect = False
@@ -239,13 +251,12 @@ class HttpToolsProtocol(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         name = name.lower()  # ASGI: header names are lowercased
-        if value[-1:] in (b" ", b"\t"):
+        if value and value[-1] in (32, 9):  # SP, HTAB
             value = value.rstrip(b" \t")  # RFC 9112 §5.1: trailing OWS is not in the value
         headers = self.headers
         headers.append((name, value))
-        self.head_size += len(name) + len(value) + 4
-        if len(headers) > self.max_headers or self.head_size > self.max_header_size:
-            self.fail(431)  # RFC 6585 §5
+        if len(headers) > self.max_headers:
+            self.fail(431)  # RFC 6585 §5 (the size of the block: on_headers_complete)
         if name in FRAMING:
             if name == b"host":
                 self.hosts += 1
@@ -258,6 +269,13 @@ class HttpToolsProtocol(asyncio.Protocol):
     # --8<-- [end:head_callbacks]
 
     def on_headers_complete(self) -> None:
+        # RFC 6585 §5: a header block over the limit gets 431. This head came in the chunks
+        # counted in head_seen and the current one, so add up its fields only when those
+        # could hold that much (watch() refuses a head still unfinished past the limit).
+        max_size = self.max_header_size
+        if self.head_seen + self.chunk_size > max_size and sum(
+                len(name) + len(value) + 4 for name, value in self.headers) > max_size:
+            self.fail(431)
         parser = self.parser
         version = parser.get_http_version()
         if version != "1.1":
@@ -489,16 +507,10 @@ class HttpToolsProtocol(asyncio.Protocol):
 class RequestResponseCycle:
     """One request and its response: the ``receive`` and ``send`` of one app call."""
 
-    # Defaults live on the class: a new cycle only stores what differs (hot path).
-    body_len = 0
-    more_body = True  # more request body is still to come from the client
-    body_done = False  # the last http.request message was handed to the app
-    waiter: asyncio.Future[None] | None = None
-    disconnected = response_started = response_complete = False
-    head: bytes | None = None  # the response head, written with the first body
-    chunked = no_body = False
-    remaining: int | None = None  # Content-Length bytes still owed
-    task: asyncio.Task[None] | None = None  # the Task running run_asgi
+    __slots__ = ("protocol", "transport", "app", "scope", "keep_alive", "expect_100", "body",
+                 "body_len", "more_body", "body_done", "waiter", "disconnected",
+                 "response_started", "response_complete", "head", "chunked", "no_body",
+                 "remaining", "task")  # slots: the fastest attribute access in CPython
 
     def __init__(self, protocol: HttpToolsProtocol, app: ASGIApp, scope: Scope,
                  keep_alive: bool, expect_100: bool) -> None:
@@ -506,6 +518,15 @@ class RequestResponseCycle:
             protocol, protocol.transport, app, scope)
         self.keep_alive, self.expect_100 = keep_alive, expect_100
         self.body: list[bytes] = []  # received, not yet handed to the app
+        self.body_len = 0  # bytes in self.body
+        self.more_body = True  # more request body is still to come from the client
+        self.body_done = False  # the last http.request message was handed to the app
+        self.waiter: asyncio.Future[None] | None = None  # receive() waiting for body
+        self.disconnected = self.response_started = self.response_complete = False
+        self.head: bytes | None = None  # the response head, written with the first body
+        self.chunked = self.no_body = False  # how the response body is framed
+        self.remaining: int | None = None  # Content-Length bytes still owed
+        self.task: asyncio.Task[None] | None = None  # the Task running run_asgi
 
     def wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
