@@ -9,10 +9,11 @@ calls the app; requests pipelined on one connection queue up and are answered in
 
 Built to be fast: the app starts once the chunk holding its head has been parsed, so a small
 body is already there when it calls ``receive()``; the response head waits for the first body
-message so both leave in one ``transport.write``; and one keep-alive timer stays armed instead
-of a new one per request. Each request still runs in its own ``asyncio.Task``, as in uvicorn:
-stepping the app inline to save the Task's few µs would leave ``asyncio.current_task()``
-empty in its first step, and break ``asyncio.timeout()`` and anyio's cancel scopes there.
+message so both leave in one ``transport.write``; one keep-alive timer stays armed instead
+of a new one per request; and the protocol and the cycle use ``__slots__``. Each request still
+runs in its own ``asyncio.Task``, as in uvicorn: stepping the app inline to save the Task's few
+µs would leave ``asyncio.current_task()`` empty in its first step, and break
+``asyncio.timeout()`` and anyio's cancel scopes there.
 
 Deliberately left out: protocol upgrades (an ``Upgrade`` request is answered as plain HTTP,
 without its body, and the connection then closes; ``CONNECT`` gets 501), transfer codings
