@@ -261,6 +261,9 @@ def test_body_inactivity_gives_408_before_the_response() -> None:
     (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
     (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n", 414),
     (b"GET / HTTP/1.1\r\nHost: t\r\nX: " + b"a" * 17000, 431),
+    (b"GET / HTTP/1.1\r\nHost: t\r\nX: " + b"a" * 17000 + b"\r\n\r\n", 431),
+    (b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
+     + b"".join(b"T%d: %s\r\n" % (i, b"v" * 1000) for i in range(20)) + b"\r\n", 431),
     (b"BREW / HTTP/1.1\r\nHost: t\r\n\r\n", 501),
     (b"G(T / HTTP/1.1\r\nHost: t\r\n\r\n", 400),
 ])
@@ -269,6 +272,13 @@ def test_bad_requests_get_their_status_and_a_close(harness: Harness, raw: bytes,
     out = harness.send(raw + get(b"/smuggled"))
     assert statuses(out) == [status]
     assert b"connection: close" in out and harness.transport.closed
+
+
+def test_header_block_over_the_limit_across_chunks_gets_431(harness: Harness) -> None:
+    # Each chunk is under the 16 KiB limit; together they are over it.
+    harness.send(b"GET / HTTP/1.1\r\nHost: t\r\nA: " + b"a" * 9000 + b"\r\n")
+    out = harness.send(b"B: " + b"b" * 9000 + b"\r\n\r\n")
+    assert statuses(out) == [431] and harness.transport.closed
 
 
 def test_error_after_a_good_request_waits_its_turn(harness: Harness) -> None:

@@ -125,8 +125,8 @@ class HttpToolsProtocol(asyncio.Protocol):
         "max_header_size", "max_body", "transport", "flow", "client", "server", "scheme",
         "pipeline", "running", "driving", "reading_stopped", "pending_error", "error_status",
         "idle_handle", "idle_since", "deadline_handle", "head_started", "body_active",
-        "phase", "messages", "chunk_size", "url", "headers", "head_seen", "body_size",
-        "hosts", "te", "content_length", "expect", "cycle",
+        "phase", "messages", "chunk_size", "trailer_size", "url", "headers", "head_seen",
+        "body_size", "hosts", "te", "content_length", "expect", "cycle",
     )
 
     def __init__(self, state: ServerState) -> None:
@@ -160,7 +160,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.messages = 0
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
-        self.chunk_size = self.head_seen = self.body_size = self.hosts = 0
+        self.chunk_size = self.head_seen = self.body_size = self.hosts = self.trailer_size = 0
         self.te: bytes | None = None
         self.content_length: bytes | None = None
         self.expect = False
@@ -257,7 +257,11 @@ class HttpToolsProtocol(asyncio.Protocol):
         headers = self.headers
         headers.append((name, value))
         if len(headers) > self.max_headers:
-            self.fail(431)  # RFC 6585 §5 (the size of the block: on_headers_complete)
+            self.fail(431)  # RFC 6585 §5 (the size of the head: on_headers_complete)
+        if self.phase == BODY:  # a trailer field (RFC 9112 §7.1.2): its section is limited too
+            self.trailer_size += len(name) + len(value) + 4
+            if self.trailer_size > self.max_header_size:
+                self.fail(431)
         if name in FRAMING:
             if name == b"host":
                 self.hosts += 1
@@ -338,6 +342,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.pipeline.append(cycle)
         self.phase = BODY
         self.headers = []  # trailers, if any, land here and are dropped
+        self.trailer_size = 0
 
     # --8<-- [start:body_callbacks]
     def on_body(self, body: bytes) -> None:
