@@ -202,3 +202,20 @@ def test_each_request_runs_in_an_asyncio_task(name: str) -> None:
     with ServerProcess(argv, port=port) as server:
         response = httpx.post(server.url, content=b"hi", timeout=10)
     assert (response.status_code, response.text) == (200, "task=True")
+
+
+def test_daphne_tls_endpoint_survives_colons_and_backslashes(tmp_path: Any) -> None:
+    """The Twisted endpoint string daphne gets must name the same files and host."""
+    import trustme
+    from twisted.internet import reactor
+    from twisted.internet.endpoints import serverFromString
+
+    folder = tmp_path / "a:b\\c"
+    folder.mkdir()
+    issued = trustme.CA().issue_cert("localhost")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    argv = SERVERS["daphne"].command("m:app", "::1", 8443, tls=(str(cert), str(key)))
+    endpoint = serverFromString(reactor, argv[argv.index("-e") + 1])
+    assert endpoint._interface == "::1" and endpoint._port == 8443  # type: ignore[attr-defined]

@@ -281,6 +281,16 @@ def test_header_block_over_the_limit_across_chunks_gets_431(harness: Harness) ->
     assert statuses(out) == [431] and harness.transport.closed
 
 
+def test_pipelined_head_over_the_limit_gets_431(harness: Harness) -> None:
+    # The chunk that ends one request starts the next head; the chunk that ends that head is
+    # small. The head is still over 16 KiB and must be refused.
+    fields = b"".join(b"F%d: %s\r\n" % (i, b"v" * 1000) for i in range(40))
+    first = harness.send(get(b"/a") + b"GET /b HTTP/1.1\r\nHost: t\r\n" + fields)
+    out = harness.send(b"\r\n")
+    assert statuses(first) == [200] and statuses(out) == [431]
+    assert harness.transport.closed
+
+
 def test_error_after_a_good_request_waits_its_turn(harness: Harness) -> None:
     out = harness.send(get(b"/first") + b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n")
     assert statuses(out) == [200, 400] and harness.transport.closed

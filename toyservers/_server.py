@@ -89,7 +89,12 @@ def _ssl_context(config: Config) -> ssl.SSLContext | None:
     if not (config.ssl_certfile and config.ssl_keyfile):
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile)
+    try:
+        context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile)
+    except ssl.SSLError:
+        raise
+    except OSError as exc:  # unreadable file: not a failure to listen, say so
+        raise ssl.SSLError(f"cannot read {exc.filename or 'the files'}: {exc.strerror}") from exc
     return context
 
 

@@ -41,7 +41,9 @@ class FlowControl:
         if self.write_paused:
             if self._writable is None:
                 self._writable = asyncio.get_running_loop().create_future()
-            await self._writable
+            # shield: a send() cancelled while it waits (asyncio.timeout, a cancelled task)
+            # must not cancel the future the other waiters and later sends share.
+            await asyncio.shield(self._writable)
 
     def pause_reading(self) -> None:
         """Stop reading from the socket; nothing to do when paused already or closing."""

@@ -469,7 +469,8 @@ class H11Protocol(asyncio.Protocol):
         state.total_requests += 1
         task = self.loop.create_task(cycle.run_asgi(self.app))
         cycle.task = task
-        state.tasks.add(task)  # run_asgi discards it as it ends
+        if not task.done():  # an eager task factory (Python 3.12+) may have run it to its end
+            state.tasks.add(task)  # run_asgi discards it as it ends
         return True
 
     # --8<-- [start:start_next_cycle]

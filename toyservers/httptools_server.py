@@ -126,6 +126,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         "pipeline", "running", "driving", "reading_stopped", "pending_error", "error_status",
         "idle_handle", "idle_since", "deadline_handle", "head_started", "body_active",
         "phase", "messages", "chunk_size", "trailer_size", "url", "headers", "head_seen",
+        "head_bound",
         "body_size", "hosts", "te", "content_length", "expect", "cycle",
     )
 
@@ -160,7 +161,8 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.messages = 0
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
-        self.chunk_size = self.head_seen = self.body_size = self.hosts = self.trailer_size = 0
+        self.chunk_size = self.head_seen = self.head_bound = self.body_size = self.hosts = 0
+        self.trailer_size = 0
         self.te: bytes | None = None
         self.content_length: bytes | None = None
         self.expect = False
@@ -237,7 +239,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.messages += 1
         self.url = b""
         self.headers = []
-        self.head_seen = self.body_size = self.hosts = 0
+        self.head_seen = self.head_bound = self.body_size = self.hosts = 0
         self.head_started = 0.0
         self.te = self.content_length = None
         self.expect = False
@@ -275,10 +277,10 @@ class HttpToolsProtocol(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         # RFC 6585 §5: a header block over the limit gets 431. This head came in the chunks
-        # counted in head_seen and the current one, so add up its fields only when those
+        # counted in head_bound and the current one, so add up its fields only when those
         # could hold that much (watch() refuses a head still unfinished past the limit).
         max_size = self.max_header_size
-        if self.head_seen + self.chunk_size > max_size and sum(
+        if self.head_bound + self.chunk_size > max_size and sum(
                 len(name) + len(value) + 4 for name, value in self.headers) > max_size:
             self.fail(431)
         parser = self.parser
@@ -415,9 +417,14 @@ class HttpToolsProtocol(asyncio.Protocol):
 
     def watch(self, size: int, phase: int, messages: int) -> None:
         """After a chunk that left a request unfinished: start its deadline; count a head
-        that spans chunks (llhttp keeps partial fields to itself until they end)."""
+        that spans chunks (llhttp keeps partial fields to itself until they end).
+
+        ``head_seen`` counts the chunks that were head from their first byte, to refuse a head
+        still unfinished past the limit; ``head_bound`` counts every chunk that held part of
+        the head, an upper bound for on_headers_complete."""
         now = self.loop.time()
         if self.phase == HEAD:
+            self.head_bound += size  # this chunk held some of the head, maybe all of it
             if not self.head_started:
                 self.head_started = now
             # The whole chunk is head when the head was under way or began in an idle parser.
@@ -496,8 +503,9 @@ class HttpToolsProtocol(asyncio.Protocol):
         """Run the app for ``cycle`` in its own asyncio Task (its own contextvars copy, and a
         ``current_task()`` for ``asyncio.timeout`` and anyio), kept in ``state.tasks`` so a
         graceful shutdown can wait for it."""
-        cycle.task = self.loop.create_task(cycle.run_asgi())
-        self.state.tasks.add(cycle.task)  # run_asgi discards it as it ends
+        cycle.task = task = self.loop.create_task(cycle.run_asgi())
+        if not task.done():  # an eager task factory (Python 3.12+) may have run it to its end
+            self.state.tasks.add(task)  # run_asgi discards it as it ends
     # --8<-- [end:drive]
 
     def on_response_complete(self, cycle: RequestResponseCycle) -> None:

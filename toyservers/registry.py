@@ -86,10 +86,11 @@ class ServerSpec:
                 argv += ["--certfile", cert, "--keyfile", key]
             return [*argv, "--access-logfile", "-", app] if access_log else [*argv, app]
         if n == "daphne":
-            if tls:  # a Twisted endpoint string: a backslash escapes ':' in a value
-                key, cert = key.replace(":", "\\:"), cert.replace(":", "\\:")
-                argv = [_script("daphne"), "-e", f"ssl:{port}:interface={host}:"
-                        f"privateKey={key}:certKey={cert}", "-v", "0"]
+            if tls:  # a Twisted endpoint string: a backslash escapes ':' and itself in a value
+                def esc(value: str) -> str:
+                    return value.replace("\\", "\\\\").replace(":", "\\:")
+                argv = [_script("daphne"), "-e", f"ssl:{port}:interface={esc(host)}:"
+                        f"privateKey={esc(key)}:certKey={esc(cert)}", "-v", "0"]
             else:
                 argv = [_script("daphne"), "-b", host, "-p", str(port), "-v", "0"]
             return [*argv, "--access-log", "-", app] if access_log else [*argv, app]
