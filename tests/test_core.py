@@ -219,3 +219,17 @@ def test_daphne_tls_endpoint_survives_colons_and_backslashes(tmp_path: Any) -> N
     argv = SERVERS["daphne"].command("m:app", "::1", 8443, tls=(str(cert), str(key)))
     endpoint = serverFromString(reactor, argv[argv.index("-e") + 1])
     assert endpoint._interface == "::1" and endpoint._port == 8443  # type: ignore[attr-defined]
+
+
+def test_tls_extension_names_the_servers_own_certificate() -> None:
+    """The ``server_cert`` of the ASGI tls extension is the first certificate of the chain."""
+    import trustme
+
+    from toyservers._server import _first_certificate
+
+    ca = trustme.CA()
+    issued = ca.create_child_ca().issue_cert("localhost")
+    chain = "".join(pem.bytes().decode("ascii") for pem in issued.cert_chain_pems)
+    assert chain.count("BEGIN CERTIFICATE") >= 2
+    assert _first_certificate(chain) == issued.cert_chain_pems[0].bytes().decode("ascii")
+    assert _first_certificate("no certificate here") is None

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from email.utils import formatdate
+from pathlib import Path
 from typing import Any, Protocol
 
 from toyservers._types import ASGIApp, Headers
@@ -58,6 +59,8 @@ class ServerState:
         default_headers: ``[(b"date", ...), (b"server", b"toyservers")]`` as ASGI headers.
         default_headers_bytes: the same, already framed as ``name: value\\r\\n`` lines.
         total_requests: requests started, for the access log and tests.
+        server_cert: the PEM certificate the server presents, when it serves TLS.
+        cipher_ids: IANA number of each cipher suite by its OpenSSL name, when it serves TLS.
     """
 
     def __init__(self, app: ASGIApp, config: Config, lifespan_state: dict[str, Any]) -> None:
@@ -70,6 +73,8 @@ class ServerState:
         self.default_headers: Headers = []
         self.default_headers_bytes = b""
         self.refresh_default_headers()
+        self.server_cert: str | None = None
+        self.cipher_ids: dict[str, int] = {}
 
     def refresh_default_headers(self) -> None:
         """Recompute the ``Date`` header (RFC 9110 §6.6.1: IMF-fixdate), at most once a second."""
@@ -80,6 +85,41 @@ class ServerState:
             headers.append((b"server", SERVER_NAME))
         self.default_headers = headers
         self.default_headers_bytes = b"".join(b"%s: %s\r\n" % pair for pair in headers)
+
+
+def _first_certificate(pem: str) -> str | None:
+    """The first ``CERTIFICATE`` block of a PEM file (the server's own, before its chain)."""
+    begin, end = pem.find("-----BEGIN CERTIFICATE-----"), pem.find("-----END CERTIFICATE-----")
+    if begin < 0 or end < begin:
+        return None
+    return pem[begin:end + len("-----END CERTIFICATE-----")] + "\n"
+
+
+TLS_VERSIONS = {"TLSv1": 0x0301, "TLSv1.1": 0x0302, "TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
+
+
+def tls_extension(transport: asyncio.BaseTransport, state: ServerState
+                  ) -> dict[str, Any] | None:
+    """The ``tls`` entry of ``scope["extensions"]`` for a connection over TLS, else None.
+
+    Shape: ``server_cert`` (PEM str), ``client_cert_chain`` ([]: no client certificates are
+    requested), ``client_cert_name`` and ``client_cert_error`` (None), ``tls_version`` (e.g.
+    0x0304 for TLS 1.3) and ``cipher_suite`` (its IANA number). Computed once per connection,
+    after the handshake. Spec: ASGI TLS extension
+    (https://asgi.readthedocs.io/en/latest/specs/tls.html).
+    """
+    ssl_object = transport.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return None
+    cipher = ssl_object.cipher()
+    return {
+        "server_cert": state.server_cert,
+        "client_cert_chain": [],
+        "client_cert_name": None,
+        "client_cert_error": None,
+        "tls_version": TLS_VERSIONS.get(ssl_object.version() or ""),
+        "cipher_suite": state.cipher_ids.get(cipher[0]) if cipher else None,
+    }
 
 
 ProtocolFactory = Callable[[ServerState], asyncio.Protocol]
@@ -128,6 +168,10 @@ async def serve_protocol(
     lifespan = Lifespan(app, config.lifespan)
     await lifespan.startup()
     state = ServerState(app, config, lifespan.state)
+    if ssl_context is not None and config.ssl_certfile:
+        state.server_cert = _first_certificate(Path(config.ssl_certfile).read_text())
+        # the low 16 bits of OpenSSL's id are the suite's number in the IANA registry
+        state.cipher_ids = {c["name"]: c["id"] & 0xFFFF for c in ssl_context.get_ciphers()}
 
     if shutdown is None:
         shutdown = asyncio.Event()

@@ -39,7 +39,7 @@ from urllib.parse import unquote
 
 import h11
 
-from toyservers._server import ServerState, run_server, serve_protocol
+from toyservers._server import ServerState, run_server, serve_protocol, tls_extension
 from toyservers._types import ASGIApp, Headers, Message
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT, FlowControl
@@ -246,6 +246,7 @@ class H11Protocol(asyncio.Protocol):
         self.client: tuple[str, int] | None = None
         self.server: tuple[str, int] | None = None
         self.scheme = "http"
+        self.tls: dict[str, Any] | None = None  # the ASGI tls extension, over TLS
         self.cycle: RequestResponseCycle | None = None
         # Head scanning: True while the next bytes belong to a request head not yet checked
         # complete; a head that spans several reads is kept in ``head`` until it is.
@@ -269,6 +270,7 @@ class H11Protocol(asyncio.Protocol):
         self.client = _addr(transport, "peername")
         self.server = _addr(transport, "sockname")
         self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
+        self.tls = tls_extension(transport, self.state)
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
@@ -465,6 +467,8 @@ class H11Protocol(asyncio.Protocol):
             "headers": [(name.lower(), value) for name, value in event.headers.raw_items()],
             "state": state.lifespan_state.copy(),
         }
+        if self.tls is not None:
+            scope["extensions"] = {"tls": self.tls}
         self.cycle = cycle = RequestResponseCycle(self, scope)
         state.total_requests += 1
         task = self.loop.create_task(cycle.run_asgi(self.app))

@@ -37,11 +37,12 @@ import socket
 from collections import deque
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
+from typing import Any
 from urllib.parse import unquote
 
 import httptools
 
-from toyservers._server import ServerState, run_server, serve_protocol
+from toyservers._server import ServerState, run_server, serve_protocol, tls_extension
 from toyservers._types import ASGIApp, Message, Receive, Scope, Send
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT, FlowControl
@@ -123,7 +124,7 @@ class HttpToolsProtocol(asyncio.Protocol):
     __slots__ = (
         "state", "app", "config", "loop", "parser", "access_log", "max_headers",
         "max_header_size", "max_body", "transport", "flow", "client", "server", "scheme",
-        "pipeline", "running", "driving", "reading_stopped", "pending_error", "error_status",
+        "tls", "pipeline", "running", "driving", "reading_stopped", "pending_error", "error_status",
         "idle_handle", "idle_since", "deadline_handle", "head_started", "body_active",
         "phase", "messages", "chunk_size", "trailer_size", "url", "headers", "head_seen",
         "head_bound",
@@ -146,6 +147,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.client: tuple[str, int] | None = None
         self.server: tuple[str, int] | None = None
         self.scheme = "http"
+        self.tls: dict[str, Any] | None = None  # the ASGI tls extension, over TLS
         self.pipeline: deque[RequestResponseCycle] = deque()  # parsed, waiting their turn
         self.running: RequestResponseCycle | None = None  # the one whose response goes out
         self.driving = False
@@ -178,6 +180,7 @@ class HttpToolsProtocol(asyncio.Protocol):
         self.client = (peer[0], peer[1]) if isinstance(peer, tuple) else None
         self.server = (here[0], here[1]) if isinstance(here, tuple) else None
         self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
+        self.tls = tls_extension(transport, self.state)
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
@@ -332,6 +335,8 @@ class HttpToolsProtocol(asyncio.Protocol):
             "headers": self.headers,
             "state": state.lifespan_state.copy(),
         }
+        if self.tls is not None:
+            scope["extensions"] = {"tls": self.tls}
         state.total_requests += 1
         app = self.app
         limit = self.config.limit_concurrency

@@ -35,7 +35,7 @@ import socket
 from typing import Any
 from urllib.parse import unquote
 
-from toyservers._server import ServerState, run_server, serve_protocol
+from toyservers._server import ServerState, run_server, serve_protocol, tls_extension
 from toyservers._types import ASGIApp, Headers, Message
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT, FlowControl
@@ -400,6 +400,7 @@ class RawHTTPProtocol(asyncio.Protocol):
         self.server: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
         self.scheme = "http"
+        self.tls: dict[str, Any] | None = None  # the ASGI tls extension, over TLS
 
     # --8<-- [start:connection_made]
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -409,6 +410,7 @@ class RawHTTPProtocol(asyncio.Protocol):
         self.server = _address(transport.get_extra_info("sockname"))
         self.client = _address(transport.get_extra_info("peername"))
         self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
+        self.tls = tls_extension(transport, self.state)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -522,6 +524,8 @@ class RawHTTPProtocol(asyncio.Protocol):
             "headers": headers,
             "state": self.state.lifespan_state.copy(),
         }
+        if self.tls is not None:
+            scope["extensions"] = {"tls": self.tls}
         has_body = chunked or bool(content_length)
         cycle = RequestResponseCycle(self, scope, keep_alive, expect and has_body)
         self.cycle = cycle

@@ -115,11 +115,11 @@ def _describe_scope(scope: Scope) -> dict[str, object]:
 
 def _describe_tls(tls: dict[str, Any] | None) -> dict[str, Any] | None:
     """The JSON-safe part of the ``tls`` extension (ASGI TLS extension): its keys, the TLS
-    version and cipher suite numbers."""
+    version and cipher suite numbers, and the server certificate (PEM)."""
     if tls is None:
         return None
     return {"keys": sorted(tls), "tls_version": tls.get("tls_version"),
-            "cipher_suite": tls.get("cipher_suite")}
+            "cipher_suite": tls.get("cipher_suite"), "server_cert": tls.get("server_cert")}
 
 
 async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:

@@ -272,6 +272,7 @@ class TLSServer:
     name: str
     process: ServerProcess
     client_context: ssl.SSLContext
+    server_cert: str  # the PEM certificate the server presents
 
     @property
     def port(self) -> int:
@@ -294,6 +295,7 @@ def tls_server(server_name: str, tmp_path_factory: pytest.TempPathFactory
     ca.configure_trust(context)
     process, _ = start_server(server_name, workdir, tls=(str(cert), str(key)))
     try:
-        yield TLSServer(server_name, process, context)
+        yield TLSServer(server_name, process, context,
+                        issued.cert_chain_pems[0].bytes().decode("ascii"))
     finally:
         process.stop()

@@ -63,11 +63,10 @@ FEATURES: list[str] = [
 _TOY_HTTP1_ONLY = {
     "websocket": "HTTP/1.1 request/response only: no Upgrade handling",
     "http2": "HTTP/1.1 only",
-    "ext-trailers": "no ASGI extensions offered",
-    "ext-early-hints": "no ASGI extensions offered",
-    "ext-pathsend": "no ASGI extensions offered",
-    "ext-zerocopysend": "no ASGI extensions offered",
-    "ext-tls": "no ASGI extensions offered",
+    "ext-trailers": "not offered (the tls extension is the only one)",
+    "ext-early-hints": "not offered (the tls extension is the only one)",
+    "ext-pathsend": "not offered (the tls extension is the only one)",
+    "ext-zerocopysend": "not offered (the tls extension is the only one)",
 }
 
 _NO_EXTENSIONS = {

@@ -140,6 +140,7 @@ def test_tls_extension(tls_server: TLSServer) -> None:
     tls = scope["tls"]
     assert isinstance(tls, dict)
     assert tls["tls_version"] in (0x0303, 0x0304)  # TLS 1.2 or 1.3
-    assert isinstance(tls["cipher_suite"], int)
+    assert isinstance(tls["cipher_suite"], int) and tls["cipher_suite"] > 0
+    assert tls["server_cert"] in (None, tls_server.server_cert)  # None: "unable to provide"
     assert {"server_cert", "client_cert_chain", "client_cert_name", "client_cert_error"} <= set(
         tls["keys"])
