@@ -106,8 +106,34 @@ def test_10mb_upload_is_streamed(server: RunningServer) -> None:
     assert rss.growth < RSS_BOUND, f"server RSS grew {rss.growth / MB:.1f} MB for a 10 MB body"
 
 
+def _progress_when_stalled(port: int, key: str, size: int) -> int:
+    """Bytes the app's ``send()`` got through for ``/produce`` of ``size`` bytes while the
+    client reads nothing: polled until they stop moving for STALL s (or reach ``size``)."""
+    last, last_change = -1, time.monotonic()
+    deadline = time.monotonic() + 15.0
+    while time.monotonic() < deadline:
+        sent = get(port, f"/progress?key={key}").json()
+        assert isinstance(sent, dict)
+        if sent["sent"] != last:
+            last, last_change = sent["sent"], time.monotonic()
+        elif time.monotonic() - last_change >= STALL or last >= size:
+            break
+        time.sleep(0.05)  # polling interval
+    return last
+
+
 @feature("large-download")
 def test_10mb_download_is_streamed(server: RunningServer) -> None:
+    # Streaming, seen from the app: while the client reads nothing, send() stops well before
+    # the whole body (kernel buffers hold about 4 MB here). RSS alone can miss a buffering
+    # server when memory freed by an earlier test is reused.
+    key = f"download-{server.name}-{time.monotonic_ns()}"
+    with Connection(server.port, rcvbuf=65536, timeout=10.0) as conn:
+        conn.send(request("GET", f"/produce?key={key}&size={TRANSFER}"))
+        stalled = _progress_when_stalled(server.port, key, TRANSFER)
+        assert stalled < TRANSFER, "the app sent all 10 MB to a client that read none of it"
+        response = conn.read_response()
+    assert response is not None and response.status == 200 and len(response.body) == TRANSFER
     _download(server.port, MB)
     with PeakRSS(server) as rss:
         received = _download(server.port, TRANSFER)
@@ -145,17 +171,7 @@ def test_app_send_waits_for_a_slow_client(server: RunningServer) -> None:
     key = f"produce-{server.name}-{time.monotonic_ns()}"
     with Connection(server.port, rcvbuf=65536) as conn:
         conn.send(request("GET", f"/produce?key={key}&size={FLOOD}"))
-        # the client reads nothing; poll until the app's progress stops moving
-        last, last_change = -1, time.monotonic()
-        deadline = time.monotonic() + 15.0
-        while time.monotonic() < deadline:
-            sent = get(server.port, f"/progress?key={key}").json()
-            assert isinstance(sent, dict)
-            if sent["sent"] != last:
-                last, last_change = sent["sent"], time.monotonic()
-            elif time.monotonic() - last_change >= STALL or last >= FLOOD:
-                break
-            time.sleep(0.05)  # polling interval
+        last = _progress_when_stalled(server.port, key, FLOOD)  # the client reads nothing
     assert last < FLOOD_BOUND, (
         f"send() accepted {last / MB:.1f} MB the client never read: no write flow control")
 
