@@ -51,11 +51,13 @@ class FlowControl:
             self.read_paused = True
             self.transport.pause_reading()
 
-    def resume_reading(self) -> None:
-        """Read from the socket again, if we paused it."""
+    def resume_reading(self) -> bool:
+        """Read from the socket again, if we paused it; True when reading did resume."""
         if self.read_paused and not self.transport.is_closing():
             self.read_paused = False
             self.transport.resume_reading()
+            return True
+        return False
 
     def pause_writing(self) -> None:
         """From the protocol's ``pause_writing``: make ``drain()`` wait."""

@@ -684,10 +684,8 @@ class RawHTTPProtocol(asyncio.Protocol):
 
     def resume_reading(self) -> None:
         """Read from the socket again, if we had paused."""
-        if self.flow.read_paused and not self.transport.is_closing():
-            self.flow.resume_reading()
-            if self.phase is READ_BODY:
-                self._set_timer(BODY, self.config.timeout_body)
+        if self.flow.resume_reading() and self.phase is READ_BODY:
+            self._set_timer(BODY, self.config.timeout_body)
 
 
 # ------------------------------------------------------------------------------ ASGI interface
