@@ -123,12 +123,11 @@ class HttpToolsProtocol(asyncio.Protocol):
     # attributes in their __dict__; this class has more, and slots keep every access fast.
     __slots__ = (
         "state", "app", "config", "loop", "parser", "access_log", "max_headers",
-        "max_header_size", "max_body", "transport", "flow", "client", "server", "scheme",
-        "tls", "pipeline", "running", "driving", "reading_stopped", "pending_error", "error_status",
+        "max_header_size", "max_body", "transport", "flow", "client", "server", "scheme", "tls",
+        "pipeline", "running", "driving", "reading_stopped", "pending_error", "error_status",
         "idle_handle", "idle_since", "deadline_handle", "head_started", "body_active",
         "phase", "messages", "chunk_size", "trailer_size", "url", "headers", "head_seen",
-        "head_bound",
-        "body_size", "hosts", "te", "content_length", "expect", "cycle",
+        "head_bound", "body_size", "hosts", "te", "content_length", "expect", "cycle",
     )
 
     def __init__(self, state: ServerState) -> None:
