@@ -6,13 +6,20 @@ implements ``shutdown()``; its ``serve()`` hands that class to ``serve_protocol`
 
 - ``ServerState``: what the connections of one server share (app, config, the lifespan
   ``state`` dict, the live connections and ASGI tasks, the cached ``Date``/``Server`` headers).
+- ``HTTPProtocol``: the base of every server's protocol class: connection bookkeeping (the
+  addresses, scheme and ``tls`` extension, ``TCP_NODELAY``), ``FlowControl`` for both
+  directions, and the ``Deadline`` that closes a connection which never sends a byte.
+- ``Deadline``: one timer per connection for whichever deadline runs (idle, head, body).
 - ``serve_protocol``: lifespan startup, ``loop.create_server``, a once-a-second tick that
   refreshes the ``Date`` header, and graceful shutdown on SIGINT/SIGTERM: stop accepting,
   close idle keep-alive connections, let in-flight requests finish within
-  ``timeout_graceful_shutdown`` seconds, then lifespan shutdown.
+  ``timeout_graceful_shutdown`` seconds, then lifespan shutdown. A second signal during the
+  wait cuts it short, as in uvicorn.
 - ``run_server``: pick the event loop (uvloop when asked or available) and run until stopped.
 
-Compare with: uvicorn/server.py (Server.serve, main_loop, on_tick, shutdown).
+Compare with: uvicorn/server.py (Server.serve, main_loop, on_tick, shutdown,
+handle_exit), uvicorn/protocols/http/httptools_impl.py (``connection_made``,
+``timeout_keep_alive``).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from typing import Any, Protocol
 
 from toyservers._types import ASGIApp, Headers
 from toyservers.config import Config
+from toyservers.flow_control import FlowControl
 from toyservers.lifespan import Lifespan, LifespanFailure
 
 logger = logging.getLogger("toyservers.error")
@@ -58,7 +66,6 @@ class ServerState:
         tasks: running ``run_asgi`` tasks (add, and discard when done).
         default_headers: ``[(b"date", ...), (b"server", b"toyservers")]`` as ASGI headers.
         default_headers_bytes: the same, already framed as ``name: value\\r\\n`` lines.
-        total_requests: requests started, for the access log and tests.
         server_cert: the PEM certificate the server presents, when it serves TLS.
         cipher_ids: IANA number of each cipher suite by its OpenSSL name, when it serves TLS.
     """
@@ -69,7 +76,6 @@ class ServerState:
         self.lifespan_state = lifespan_state
         self.connections: set[Connection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
-        self.total_requests = 0
         self.default_headers: Headers = []
         self.default_headers_bytes = b""
         self.refresh_default_headers()
@@ -120,6 +126,136 @@ def tls_extension(transport: asyncio.BaseTransport, state: ServerState
         "tls_version": TLS_VERSIONS.get(ssl_object.version() or ""),
         "cipher_suite": state.cipher_ids.get(cipher[0]) if cipher else None,
     }
+
+
+class Deadline:
+    """One timer per connection for whichever deadline is running.
+
+    ``set(kind, seconds)`` starts the deadline ``kind`` (for example ``"idle"``, ``"head"``,
+    ``"body"``), replacing the one before; ``clear()`` stops it; when one expires,
+    ``on_timeout(kind)`` is called. Both are cheap on the hot path: the loop's timer is
+    re-armed only when the new deadline is earlier than the armed one, and a timer that
+    fires early (the deadline moved later, or was cleared) re-arms itself for what is left.
+    A keep-alive connection serving thousands of requests a second so arms about one timer
+    per ``timeout_keep_alive`` instead of one per request (``call_later`` costs ~2 µs in
+    uvloop; uvicorn arms and cancels one per request). ``close()`` cancels for good.
+    """
+
+    __slots__ = ("loop", "on_timeout", "kind", "when", "handle")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_timeout: Callable[[str], None]
+                 ) -> None:
+        self.loop, self.on_timeout = loop, on_timeout
+        self.kind: str | None = None  # the deadline running, if any
+        self.when = 0.0  # when it expires, loop time in seconds
+        self.handle: asyncio.TimerHandle | None = None
+
+    def set(self, kind: str, seconds: float) -> None:
+        """Start deadline ``kind``, ``seconds`` from now."""
+        when = self.loop.time() + seconds
+        self.kind, self.when = kind, when
+        handle = self.handle
+        if handle is None or handle.when() > when:
+            if handle is not None:
+                handle.cancel()
+            self.handle = self.loop.call_at(when, self._fire)
+
+    def clear(self) -> None:
+        """Stop the running deadline (its timer, if armed, finds nothing to do)."""
+        self.kind = None
+
+    def close(self) -> None:
+        """Stop for good: the connection is gone."""
+        self.kind = None
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+    def _fire(self) -> None:
+        self.handle = None
+        kind = self.kind
+        if kind is None:
+            return
+        if self.loop.time() < self.when:
+            self.handle = self.loop.call_at(self.when, self._fire)
+            return
+        self.kind = None
+        self.on_timeout(kind)
+
+
+def _address(info: Any) -> tuple[str, int] | None:
+    """``(host, port)`` from a socket address; None for a UNIX socket or an unknown one."""
+    if isinstance(info, tuple) and len(info) >= 2:
+        return str(info[0]), int(info[1])
+    return None
+
+
+class HTTPProtocol(asyncio.Protocol):
+    """The base of every toy server's protocol class: what a connection is, besides parsing.
+
+    ``connection_made`` registers the connection in ``state.connections``, reads the
+    addresses (``client``, ``server``: ``(host, port)`` or None), the ``scheme`` and the ASGI
+    ``tls`` extension, turns Nagle's algorithm off (a response head and its body are one
+    write; waiting for an ACK before the next small write only adds latency), makes the
+    ``FlowControl`` (``flow``), and starts the ``idle`` deadline: a client that connects and
+    never sends a byte is closed after ``timeout_keep_alive`` seconds, as uvicorn does.
+    ``connection_lost`` undoes the bookkeeping. A subclass extends both (calling ``super()``)
+    and implements ``data_received``, ``on_timeout(kind)``, ``send_error(status)`` and
+    ``shutdown()``.
+    """
+
+    __slots__ = ("state", "config", "app", "loop", "transport", "flow", "deadline", "client",
+                 "server", "scheme", "tls")
+
+    def __init__(self, state: ServerState) -> None:
+        self.state, self.config, self.app = state, state.config, state.app
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        self.flow: FlowControl = None  # type: ignore[assignment]
+        self.deadline = Deadline(self.loop, self.on_timeout)
+        self.client: tuple[str, int] | None = None
+        self.server: tuple[str, int] | None = None
+        self.scheme = "http"
+        self.tls: dict[str, Any] | None = None  # the ASGI tls extension, over TLS
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.flow = FlowControl(self.transport)
+        self.state.connections.add(self)
+        self.client = _address(transport.get_extra_info("peername"))
+        self.server = _address(transport.get_extra_info("sockname"))
+        self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
+        self.tls = tls_extension(transport, self.state)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.deadline.set("idle", self.config.timeout_keep_alive)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.state.connections.discard(self)
+        self.deadline.close()
+        if self.flow is not None:
+            self.flow.resume_writing()  # wake a send() waiting to drain: it sees the disconnect
+
+    def pause_writing(self) -> None:
+        self.flow.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.flow.resume_writing()
+
+    def on_timeout(self, kind: str) -> None:
+        """Deadline ``kind`` expired. This base closes on ``idle``; a subclass answers 408 to
+        a slow head or body (RFC 9110 §15.5.9) and calls this for the rest."""
+        self.transport.close()
+
+    def send_error(self, status: int) -> None:
+        """Answer ``status`` with ``Connection: close`` and close; only close when part of a
+        response is already on the wire (no valid answer is left)."""
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        """Graceful shutdown: close now if idle, else after the response in flight."""
+        raise NotImplementedError
 
 
 ProtocolFactory = Callable[[ServerState], asyncio.Protocol]
@@ -173,11 +309,17 @@ async def serve_protocol(
         # the low 16 bits of OpenSSL's id are the suite's number in the IANA registry
         state.cipher_ids = {c["name"]: c["id"] & 0xFFFF for c in ssl_context.get_ciphers()}
 
+    force_exit = asyncio.Event()
     if shutdown is None:
         shutdown = asyncio.Event()
         if threading.current_thread() is threading.main_thread():
+            stop = shutdown
+
+            def on_signal() -> None:  # uvicorn: a second Ctrl+C does not wait any more
+                (force_exit if stop.is_set() else stop).set()
+
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, shutdown.set)
+                loop.add_signal_handler(sig, on_signal)
 
     def factory() -> asyncio.Protocol:
         return protocol_factory(state)
@@ -214,16 +356,19 @@ async def serve_protocol(
         server.close()
         for connection in list(state.connections):
             connection.shutdown()
-        await _drain(state, config.timeout_graceful_shutdown)
+        await _drain(state, config.timeout_graceful_shutdown, force_exit)
         await lifespan.shutdown()
 
 
-async def _drain(state: ServerState, timeout: float | None) -> None:
-    """Wait for connections to close and tasks to end; past ``timeout`` seconds, cancel them."""
+async def _drain(state: ServerState, timeout: float | None, force_exit: asyncio.Event
+                 ) -> None:
+    """Wait for connections to close and tasks to end; past ``timeout`` seconds, or once
+    ``force_exit`` is set, cancel the tasks and abort the connections."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while state.connections or state.tasks:
-        if deadline is not None and time.monotonic() >= deadline:
-            logger.warning("graceful shutdown timed out; cancelling %d tasks", len(state.tasks))
+        if force_exit.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            logger.warning("%s; cancelling %d tasks", "forced exit" if force_exit.is_set()
+                           else "graceful shutdown timed out", len(state.tasks))
             for task in list(state.tasks):
                 task.cancel()
             for connection in list(state.connections):

@@ -470,7 +470,6 @@ class H11Protocol(asyncio.Protocol):
         if self.tls is not None:
             scope["extensions"] = {"tls": self.tls}
         self.cycle = cycle = RequestResponseCycle(self, scope)
-        state.total_requests += 1
         task = self.loop.create_task(cycle.run_asgi(self.app))
         cycle.task = task
         if not task.done():  # an eager task factory (Python 3.12+) may have run it to its end

@@ -336,7 +336,6 @@ class HttpToolsProtocol(asyncio.Protocol):
         }
         if self.tls is not None:
             scope["extensions"] = {"tls": self.tls}
-        state.total_requests += 1
         app = self.app
         limit = self.config.limit_concurrency
         if limit is not None and (len(state.connections) > limit or len(state.tasks) >= limit):

@@ -529,7 +529,6 @@ class RawHTTPProtocol(asyncio.Protocol):
         has_body = chunked or bool(content_length)
         cycle = RequestResponseCycle(self, scope, keep_alive, expect and has_body)
         self.cycle = cycle
-        self.state.total_requests += 1
         task = self.loop.create_task(cycle.run_asgi(self.state.app))
         self.state.tasks.add(task)
         task.add_done_callback(self.state.tasks.discard)

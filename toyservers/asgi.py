@@ -1,0 +1,164 @@
+"""The ASGI glue every toy HTTP server shares: the scope, running the app, the access log.
+
+A server module writes its own ``receive`` and ``send`` (they are where its parser and its
+framing meet the app); what is the same in every server is written here once:
+
+- ``http_scope``: the ``http`` connection scope, built the same way from the parsed request;
+- ``RequestResponseCycle``: the base of each server's cycle. Its ``run_asgi`` is the one
+  policy for an app that fails: whatever it raises (``Exception``, ``CancelledError``,
+  ``SystemExit``, ``KeyboardInterrupt``) is logged and stays in its Task, never reaching the
+  event loop; if the response has not finished, the protocol's ``send_error(500)`` answers
+  500 when nothing of the response is on the wire yet, else closes the connection;
+- ``ClientDisconnected``: what ``send()`` raises once the client is gone;
+- ``log_access``: uvicorn's access-log line, written from the raw target so that a
+  percent-encoded CR, LF or ESC cannot forge a line or colour a terminal;
+- ``at_concurrency_limit``: ``limit_concurrency`` (uvicorn's): past it a request gets 503.
+
+Spec: ASGI 3.0, HTTP connection scope and events, spec version 2.4
+(https://asgi.readthedocs.io/en/latest/specs/www.html): "If send() is called on a closed
+connection the server should raise a server-specific subclass of OSError".
+
+Compare with: uvicorn/protocols/http/httptools_impl.py (``RequestResponseCycle.run_asgi``),
+uvicorn/protocols/utils.py (``get_path_with_query_string``), uvicorn/logging.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import unquote
+
+from toyservers._types import ASGIApp, Headers, Message, Scope
+
+if TYPE_CHECKING:
+    from toyservers._server import ServerState
+
+logger = logging.getLogger("toyservers.error")
+access_logger = logging.getLogger("toyservers.access")
+
+ASGI_VERSION = {"version": "3.0", "spec_version": "2.4"}
+
+
+class ClientDisconnected(OSError):
+    """Raised by ``send()`` once the client is gone (ASGI HTTP spec 2.4 lets a server raise a
+    server-specific ``OSError`` subclass there), so an app streaming to nobody stops."""
+
+
+def http_scope(state: ServerState, method: str, http_version: str, raw_path: bytes,
+               query_string: bytes, headers: Headers, conn: Connection) -> Scope:
+    """The ASGI ``http`` scope of one request.
+
+    ``raw_path`` is the path as received (ASCII bytes, still percent-encoded); the scope's
+    ``path`` is it percent-decoded as UTF-8, both prefixed with ``config.root_path``. ``conn``
+    gives ``client``, ``server``, ``scheme`` and the ``tls`` extension. The lifespan ``state``
+    is copied, so one request cannot change what the next one sees (ASGI lifespan spec).
+    """
+    root_path = state.config.root_path
+    path = raw_path.decode("ascii")
+    if "%" in path:
+        path = unquote(path)  # ASGI: "path": "HTTP request target excluding any query string",
+        # percent-decoded and UTF-8 decoded
+    scope: Scope = {
+        "type": "http",
+        "asgi": ASGI_VERSION,
+        "http_version": http_version,
+        "server": conn.server,
+        "client": conn.client,
+        "scheme": conn.scheme,
+        "method": method,
+        "root_path": root_path,
+        "path": root_path + path if root_path else path,
+        "raw_path": root_path.encode() + raw_path if root_path else raw_path,
+        "query_string": query_string,
+        "headers": headers,
+        "state": state.lifespan_state.copy(),
+    }
+    if conn.tls is not None:
+        scope["extensions"] = {"tls": conn.tls}
+    return scope
+
+
+class Connection(Protocol):
+    """What the ASGI side needs of a connection (``toyservers._server.HTTPProtocol``)."""
+
+    client: tuple[str, int] | None
+    server: tuple[str, int] | None
+    scheme: str
+    tls: dict[str, Any] | None
+    state: ServerState
+
+    def send_error(self, status: int) -> None:
+        """Answer ``status`` and close; only close when the response is already on the wire."""
+
+
+def at_concurrency_limit(state: ServerState) -> bool:
+    """True past ``config.limit_concurrency`` (connections or running apps): answer 503
+    (RFC 9110 §15.6.4) instead of running the app, as uvicorn does."""
+    limit = state.config.limit_concurrency
+    return limit is not None and (len(state.connections) > limit or len(state.tasks) >= limit)
+
+
+def log_access(client: tuple[str, int] | None, scope: Scope, status: int) -> None:
+    """uvicorn's access line: ``127.0.0.1:50000 - "GET /p?q HTTP/1.1" 200``.
+
+    The target is ``raw_path`` as received (visible ASCII: every parser here refuses other
+    bytes in a target), never the decoded ``path``, in which ``%0d%0a`` would end the line.
+    """
+    query = scope["query_string"]
+    target = scope["raw_path"].decode("ascii", "backslashreplace")
+    if query:
+        target += "?" + query.decode("ascii", "backslashreplace")
+    access_logger.info('%s:%d - "%s %s HTTP/%s" %d', *(client or ("-", 0)), scope["method"],
+                       target, scope["http_version"], status)
+
+
+class RequestResponseCycle:
+    """The base of one request's cycle: the app's Task and the one failure policy.
+
+    A server's cycle subclasses it and writes ``receive()`` and ``send()``; it sets
+    ``response_started`` at ``http.response.start``, ``response_complete`` after the last body,
+    and ``disconnected`` when the client goes (then ``send()`` raises ClientDisconnected).
+    """
+
+    __slots__ = ("protocol", "scope", "disconnected", "response_started", "response_complete",
+                 "task")
+
+    def __init__(self, protocol: Connection, scope: Scope) -> None:
+        self.protocol = protocol
+        self.scope = scope
+        self.disconnected = self.response_started = self.response_complete = False
+        self.task: asyncio.Task[None] | None = None
+
+    async def receive(self) -> Message:
+        raise NotImplementedError
+
+    async def send(self, message: Message) -> None:
+        raise NotImplementedError
+
+    async def run_asgi(self, app: ASGIApp) -> None:
+        """Run the app; nothing it raises leaves this Task (see the module docstring)."""
+        try:
+            result = await app(self.scope, self.receive, self.send)  # type: ignore[func-returns-value]
+        except ClientDisconnected:
+            logger.debug("client %s went away during the response", self.protocol.client)
+        except BaseException as exc:  # SystemExit too: one app must not stop the server
+            logger.error("Exception in ASGI application", exc_info=exc)
+        else:
+            if result is not None:
+                logger.error("ASGI callable should return None, but returned %r", result)
+            elif not (self.response_complete or self.disconnected):
+                logger.error("ASGI callable returned without %s the response",
+                             "completing" if self.response_started else "starting")
+        finally:
+            self.protocol.state.tasks.discard(self.task)
+        if not (self.response_complete or self.disconnected):
+            self.protocol.send_error(500)
+
+    def start_task(self, app: ASGIApp) -> None:
+        """Run the app in its own Task (its own contextvars copy, and a ``current_task()`` for
+        ``asyncio.timeout`` and anyio), kept in ``state.tasks`` so a graceful shutdown can wait
+        for it; ``run_asgi`` takes it out as it ends."""
+        self.task = task = asyncio.get_running_loop().create_task(self.run_asgi(app))
+        if not task.done():  # an eager task factory (Python 3.12+) may have run it to its end
+            self.protocol.state.tasks.add(task)
