@@ -13,7 +13,12 @@ matrix, servers by features, where a cell is:
 Output, in ``--output DIR`` (default ``results/conformance-<timestamp>/``): ``matrix.json``
 shaped ``{"servers": {name: {"version": str}}, "features": [str],
 "results": {server: {feature: "pass" | "fail" | "unsupported"}}}`` (plus ``failures`` and
-``reasons`` detail keys) and ``matrix.md``, the page the tutorial includes.
+``reasons`` detail keys, and ``git``, the project's commit as :func:`bench.harness.git_state`
+gives it) and ``matrix.md``, the page the tutorial includes.
+
+Servers come from the registry like every ``bench`` experiment's; by default every installed
+toy and reference ASGI server (:func:`toyservers.registry.available`), not the ``bare``
+baseline, which can still be named with ``--servers bare`` to see what it leaves out.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Annotated, Any
 
 import typer
 
+from bench.harness import git_state
 from bench.report import OutputError, default_output, markdown_table, prepare_output, write_json
 from toyservers.registry import SERVERS, available
 
@@ -148,10 +154,15 @@ def run(servers: Sequence[str] | None = None, output: Path | None = None,
         report = json.loads(report_path.read_text())
     seconds = time.monotonic() - started
     matrix = build_matrix(report, chosen)
+    git = git_state()
+    matrix["git"] = git
     write_json(folder / "matrix.json", matrix)
     how = [f"`bench conformance --servers {','.join(chosen)}`",
            f"{len(report['records'])} tests in {seconds:.0f} s, "
            f"Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d')}"]
+    if git is not None:
+        how.append(f"toyservers at commit {git['commit'][:12]}"
+                   + (", with uncommitted changes" if git["dirty"] else ""))
     (folder / "matrix.md").write_text(render_markdown(matrix, how), encoding="utf-8")
     return folder
 

@@ -8,6 +8,9 @@ layer       server                       app
 ==========  ===========================  ==================================================
 axum        ``axum`` (Rust, tokio)       ``bench/axum``: the native ceiling, one thread
 asyncio     ``raw``                      ``apps/raw_user.py``: a Protocol, no interface
+asgi        ``bare`` (``--no-bare``:     ``apps/asgi_user.py`` on the least server that
+            none)                        runs it: httptools, one Task per request, nothing
+                                         else (``lessons/code/05-speed/bare_httptools.py``)
 asgi        ``--server`` and each of     ``apps/asgi_user.py``: pure ASGI
             ``--compare``
 starlette   ``--server``                 ``apps/starlette_user.py``
@@ -18,29 +21,28 @@ fastapi     ``--server``                 ``apps/fastapi_user.py``: a pydantic mo
 in: ``--compare toy-httptools --compare-layers asgi,starlette`` also measures Starlette on
 toy-httptools beside Starlette on ``--server``, in the same run.
 
-Method: each row starts its server fresh on a free port (pinned to one CPU, wrk to another),
-checks one real request comes back as the echoed JSON, runs a warm-up and then ``--runs``
-measured wrk runs while a thread samples the RSS of the server's process tree, and stops the
-whole tree. A row that fails is reported with its log tail and the run goes on.
+Method (:mod:`bench.harness`, the same for every experiment): each row starts its server
+fresh on a free port (pinned to one CPU, wrk to another), checks one real request comes back
+as the echoed JSON, runs a warm-up and then ``--runs`` measured wrk runs while a thread
+samples the RSS of the server's process tree, and stops the whole tree. A row that fails is
+reported with its log tail and the run goes on. This module only says which rows to measure
+and how to report them.
 
-The "layer below" that µs added and % of below compare with: ``asgi`` rows compare with
-``asyncio``; ``starlette`` with the ``asgi`` row of the same server; ``fastapi`` with
-``starlette``. ``axum`` and ``asyncio`` have none: axum is a ceiling beside the stack.
+The "layer below" that µs added and % of below compare with: the ``bare`` row compares with
+``asyncio``, and the other ``asgi`` rows with ``bare`` (with ``asyncio`` when there is no bare
+row), so an ASGI server's row shows what that server adds over the bare minimum: its checks,
+limits, timers and features, the price of correctness. ``starlette`` compares with the
+``asgi`` row of the same server; ``fastapi`` with ``starlette``. ``axum`` and ``asyncio`` have
+none: axum is a ceiling beside the stack.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
-import os
-import socket
 import sys
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -49,24 +51,33 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from apps.user import SAMPLE_BODY
 from bench import report
-from bench.machine import machine_info, package_versions, python_info, usable_cpus
-from bench.native import NativeBuild, ensure_axum
-from bench.process import ServerProcess, ServerStartError, free_port, tree_rss
-from bench.stats import pct_of_below, summarize, us_added, us_per_request
-from bench.wrk import (
-    POST_JSON,
-    WrkError,
-    WrkSummary,
-    find_wrk,
-    run_wrk,
-    wrk_command,
-    wrk_version,
+from bench.harness import (
+    Measurement,
+    Method,
+    Pinning,
+    Run,
+    Status,
+    UsageProblem,
+    check_port,
+    decide_pinning,
+    environment,
+    kept_on,
+    load_generator,
+    measure_server,
+    validate_servers,
 )
+from bench.loadgen import LoadGenerator, RunSummary
+from bench.machine import usable_cpus
+from bench.native import NativeBuild, ensure_axum
+from bench.stats import pct_of_below, summarize, us_added, us_per_request
+from bench.wrk import POST_JSON
 from toyservers.registry import SERVERS, get
 
 DEFAULT_SERVER = "uvicorn"
 #: ``--compare`` by default: our fastest server's asgi row beside uvicorn's.
 DEFAULT_COMPARE = "toy-httptools"
+#: The baseline's registry name: ASGI on httptools with nothing else.
+BARE = "bare"
 
 APPS = {
     "asgi": "apps.asgi_user:app",
@@ -74,39 +85,27 @@ APPS = {
     "fastapi": "apps.fastapi_user:app",
 }
 
-RowStatus = Literal["ok", "failed", "skipped"]
-
-#: Lines of a failed server's log shown in the terminal and kept in results.json.
-LOG_LINES = 15
-
-
-class UsageProblem(Exception):
-    """A user mistake: the message is the one line ``bench`` prints before exiting."""
-
-
 # --- what to run -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Everything ``bench layers`` was asked to do (durations in whole seconds)."""
+class Settings(Method):
+    """Everything ``bench layers`` was asked to do: the harness's :class:`Method` (load,
+    runs, pinning; durations in whole seconds) plus which rows to measure.
 
-    connections: int = 10
-    threads: int = 1
-    duration: int = 10
-    warmup: int = 2
-    runs: int = 3
+    Attributes:
+        server: the ASGI server under the asgi, starlette and fastapi rows.
+        compare: servers that each add a row in ``compare_layers``.
+        compare_layers: layers the ``compare`` servers get rows in.
+        axum: add the Rust axum ceiling row.
+        bare: add the ``bare`` baseline row below the ASGI servers.
+    """
+
     server: str = DEFAULT_SERVER
     compare: tuple[str, ...] = (DEFAULT_COMPARE,)
     compare_layers: tuple[str, ...] = ("asgi",)
     axum: bool = True
-    pin: bool = True
-    server_cpu: int = 0
-    wrk_cpu: int = 1
-    host: str = "127.0.0.1"
-    port: int = 0
-    wrk_timeout: int = 2
-    startup_timeout: float = 30.0
+    bare: bool = True
 
 
 @dataclass(frozen=True)
@@ -127,12 +126,16 @@ def plan_rows(settings: Settings) -> list[RowPlan]:
         plans.append(RowPlan("axum", "axum", "bench/axum", "Rust: axum + serde, one tokio thread"))
     plans.append(RowPlan("asyncio", "raw", "apps.raw_user",
                          "asyncio Protocol on uvloop, request split by hand"))
+    if settings.bare:
+        plans.append(RowPlan("asgi", BARE, APPS["asgi"], "pure ASGI app on the bare "
+                             "baseline: httptools, one Task per request, nothing else"))
     descriptions = {"asgi": "pure ASGI app on {}", "starlette": "Starlette on {}",
                     "fastapi": "FastAPI + pydantic on {}"}
     for layer in ("asgi", "starlette", "fastapi"):
         servers = [spec.name]
         if layer in settings.compare_layers:
-            servers += [name for name in settings.compare if name != spec.name]
+            servers += [name for name in dict.fromkeys(settings.compare)
+                        if name != spec.name]
         for name in servers:
             label = SERVERS[name].description if layer == "asgi" else name
             plans.append(RowPlan(layer, name, APPS[layer], descriptions[layer].format(label)))
@@ -152,6 +155,10 @@ def server_argv(plan: RowPlan, host: str, port: int, axum_binary: Path | None) -
 
 def below_of(plan: RowPlan, plans: list[RowPlan]) -> RowPlan | None:
     """The row ``plan`` is compared with (module docstring), or None."""
+    if plan.layer == "asgi" and plan.server != BARE:
+        bare = next((p for p in plans if p.layer == "asgi" and p.server == BARE), None)
+        if bare is not None:
+            return bare
     wanted: tuple[str, str | None] | None = {
         "asgi": ("asyncio", None),
         "starlette": ("asgi", plan.server),
@@ -170,47 +177,25 @@ def below_of(plan: RowPlan, plans: list[RowPlan]) -> RowPlan | None:
 
 
 @dataclass
-class Run:
-    """One wrk run of a row: a warm-up or a measured run.
-
-    Attributes:
-        kind: ``"warmup"`` (not counted) or ``"measured"``.
-        command: wrk's exact argv.
-        summary: what the Lua hook reported, None when the run failed.
-        rss_peak_bytes: largest RSS of the server's process tree seen during the run, bytes.
-        error: why the run failed, else None.
-    """
-
-    kind: Literal["warmup", "measured"]
-    command: list[str]
-    summary: WrkSummary | None = None
-    rss_peak_bytes: int = 0
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready: the fields, with the summary expanded and its RPS."""
-        return {
-            "kind": self.kind,
-            "command": self.command,
-            "summary": self.summary.to_json() if self.summary else None,
-            "rss_peak_bytes": self.rss_peak_bytes,
-            "error": self.error,
-        }
-
-
-@dataclass
 class RowResult:
-    """A measured (or failed, or skipped) row before its derived columns are computed."""
+    """A measured (or failed, or skipped) row before its derived columns are computed: the
+    plan and the fields of the harness's :class:`bench.harness.Measurement`."""
 
     plan: RowPlan
-    status: RowStatus = "ok"
+    status: Status = "ok"
     command: list[str] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
     error: str | None = None
     log_tail: str | None = None
 
+    @classmethod
+    def of(cls, plan: RowPlan, measurement: Measurement) -> RowResult:
+        """The row ``plan`` as ``measurement`` measured it."""
+        return cls(plan, measurement.status, measurement.command, measurement.runs,
+                   measurement.error, measurement.log_tail)
+
     @property
-    def measured(self) -> list[WrkSummary]:
+    def measured(self) -> list[RunSummary]:
         """The summaries of the measured runs that completed."""
         return [r.summary for r in self.runs if r.kind == "measured" and r.summary is not None]
 
@@ -331,22 +316,35 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
     """The "how it ran" lines of the report, from results.json's content."""
     s = data["settings"]
     machine = data["machine"]
+    generator = data.get("load_generator", "wrk")
     lines = [data["pinning"]["text"]]
     lines.append(
-        f"wrk {data['wrk']['version']}: {s['threads']} thread(s), {s['connections']} "
-        f"connections, {s['duration_s']} s per run, {s['warmup_s']} s warm-up, "
-        f"{s['runs']} run(s) per row; RPS is the median, with min–max over runs"
+        f"{generator} {data[generator]['version']}: {s['threads']} thread(s), "
+        f"{s['connections']} connections, {s['duration_s']} s per run, {s['warmup_s']} s "
+        f"warm-up, {s['runs']} run(s) per row; RPS is the median, with min–max over runs"
     )
     layers = ", ".join(s.get("compare_layers", ["asgi"]))
     lines.append(f"ASGI rows on {s['server']}; compared in the {layers} rows: "
                  + (", ".join(s["compare"]) if s["compare"] else "none"))
+    bare = bool(s.get("bare"))
+    if bare:
+        lines.append("bare: the pure ASGI app on lessons/code/05-speed/bare_httptools.py "
+                     "(httptools, one Task per request, keep-alive, no checks, limits or "
+                     "timers): a baseline nobody should deploy, not a server")
     lines.append(data["axum"]["note"])
     if data["axum"]["built"]:
         lines.append("axum runs a current_thread tokio runtime: one thread, a one-core ceiling")
     lines.append(f"machine: {machine['cpu_model']}, {machine['cores']} cores; "
                  f"Python {data['python']['version']}; {data['date']}")
-    lines.append("µs added and % of below compare asgi with asyncio, starlette with asgi on "
-                 "the same server, fastapi with starlette; * marks runs spread more than 10 %")
+    if "git" in data:
+        git = data["git"]
+        lines.append("toyservers: not a git checkout" if git is None else
+                     f"toyservers at commit {git['commit'][:12]}"
+                     + (", with uncommitted changes" if git["dirty"] else ""))
+    asgi = ("bare with asyncio and the other asgi rows with bare, so they show what each "
+            "server adds over the bare minimum" if bare else "asgi with asyncio")
+    lines.append(f"µs added and % of below compare {asgi}; starlette with asgi on the same "
+                 "server, fastapi with starlette; * marks runs spread more than 10 %")
     return lines
 
 
@@ -372,109 +370,6 @@ def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
 # --- measuring -----------------------------------------------------------------------------
 
 
-class RssSampler:
-    """Samples the RSS of a process tree in a thread: ``with RssSampler(pid) as s: ...``.
-
-    ``peak`` is the largest sum seen, bytes; one sample is taken on enter and on exit so a
-    short run still gets a figure.
-    """
-
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
-        self.pid = pid
-        self.interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
-
-    def _sample(self) -> None:
-        self.peak = max(self.peak, tree_rss(self.pid))
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def __enter__(self) -> RssSampler:
-        self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._sample()
-
-
-def check_echo(host: str, port: int, body: bytes = SAMPLE_BODY, timeout: float = 5.0
-               ) -> str | None:
-    """POST ``body`` once; None when the answer is 200 with the same JSON, else the problem."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        conn.request("POST", "/", body=body, headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        data = response.read()
-    except (OSError, http.client.HTTPException) as exc:
-        return f"check request failed: {exc!r}"
-    finally:
-        conn.close()
-    if response.status != 200:
-        return f"check request got status {response.status}: {data[:200]!r}"
-    content_type = response.getheader("content-type", "")
-    if not content_type.startswith("application/json"):
-        return f"check request got content-type {content_type!r}"
-    try:
-        echoed = json.loads(data)
-    except ValueError:
-        return f"check request got a body that is not JSON: {data[:200]!r}"
-    if echoed != json.loads(body):
-        return f"check request got {echoed!r}, not the echoed user"
-    return None
-
-
-@dataclass(frozen=True)
-class Pinning:
-    """Where the server and wrk run: CPUs, or None for each when unpinned, and why."""
-
-    server_cpu: int | None
-    wrk_cpu: int | None
-    text: str
-
-
-def decide_pinning(settings: Settings, usable: list[int]) -> Pinning:
-    """Pin the server and wrk to their CPUs when asked and possible.
-
-    Raises:
-        UsageProblem: a requested CPU is not usable, or both are the same.
-    """
-    if not settings.pin:
-        return Pinning(None, None, "not pinned (--no-pin): server and wrk share every core")
-    if len(usable) < 2:
-        return Pinning(None, None, f"not pinned: only {len(usable)} usable core, so server "
-                                   "and wrk share it (figures are lower than on 2+ cores)")
-    for name, cpu in (("--server-cpu", settings.server_cpu), ("--wrk-cpu", settings.wrk_cpu)):
-        if cpu not in usable:
-            cpus = ", ".join(map(str, usable))
-            raise UsageProblem(f"{name} {cpu} cannot be used: usable CPUs are {cpus}")
-    if settings.server_cpu == settings.wrk_cpu:
-        raise UsageProblem("--server-cpu and --wrk-cpu must differ to pin them apart")
-    return Pinning(settings.server_cpu, settings.wrk_cpu,
-                   f"pinned: server on CPU {settings.server_cpu}, wrk on CPU {settings.wrk_cpu}")
-
-
-def check_port(host: str, port: int) -> None:
-    """Raise :class:`UsageProblem` when ``host:port`` cannot be bound (port 0: any port).
-
-    With port 0 this still proves ``host`` is an address of this machine.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            where = f"port {port} on {host}" if port else f"address {host}"
-            raise UsageProblem(f"{where} cannot be used: {exc.strerror or exc}") from None
-
-
 def validate_layers(layers: tuple[str, ...]) -> None:
     """UsageProblem unless every name in ``layers`` is asgi, starlette or fastapi."""
     unknown = [name for name in layers if name not in ("asgi", "starlette", "fastapi")]
@@ -483,83 +378,40 @@ def validate_layers(layers: tuple[str, ...]) -> None:
                            "(known: asgi, starlette, fastapi)")
 
 
-def validate_servers(server: str, compare: tuple[str, ...]) -> None:
-    """Raise :class:`UsageProblem` for an unknown name or one that does not serve ASGI."""
-    asgi = [name for name, spec in SERVERS.items() if spec.interface == "asgi"]
-    for name in (server, *compare):
-        if name not in SERVERS:
-            raise UsageProblem(f"unknown server {name!r} (known: {', '.join(asgi)})")
-        if SERVERS[name].interface != "asgi":
-            raise UsageProblem(f"{name} serves WSGI apps; the asgi rows need an ASGI server "
-                               f"({', '.join(asgi)})")
+class _RichProgress:
+    """The harness's :class:`bench.harness.Progress` on one task of a rich progress bar."""
+
+    def __init__(self, progress: Progress, task: Any) -> None:
+        self.progress = progress
+        self.task = task
+
+    def update(self, description: str) -> None:
+        self.progress.update(self.task, description=description)
+
+    def advance(self, steps: int = 1) -> None:
+        self.progress.advance(self.task, steps)
 
 
-def measure_row(plan: RowPlan, settings: Settings, pinning: Pinning, wrk: str,
+def measure_row(plan: RowPlan, settings: Settings, pinning: Pinning, generator: LoadGenerator,
                 axum_binary: Path | None, logs: Path, progress: Progress,
                 task: Any) -> RowResult:
-    """Start the row's server, check the echo, run wrk (warm-up, then ``runs``), stop it."""
-    port = settings.port or free_port(settings.host)
+    """Measure one row with the harness (:func:`bench.harness.measure_server`)."""
+    port = settings.pick_port()
     argv = server_argv(plan, settings.host, port, axum_binary)
-    result = RowResult(plan, command=argv)
-    label = f"{plan.layer} ({plan.server})"
-    steps = (1 if settings.warmup else 0) + settings.runs
-    log_path = logs / f"{plan.layer}-{plan.server}.log"
-    progress.update(task, description=f"{label}: starting")
-    server = ServerProcess(argv, host=settings.host, port=port, cpu=pinning.server_cpu,
-                           startup_timeout=settings.startup_timeout, log_path=log_path)
-    try:
-        server.start()
-    except ServerStartError as exc:
-        progress.advance(task, steps)
-        result.status, result.log_tail = "failed", server.log_tail(LOG_LINES)
-        result.error = f"server did not start ({str(exc).splitlines()[0]})"
-        return result
-    try:
-        problem = check_echo(settings.host, port)
-        if problem is not None:
-            progress.advance(task, steps)
-            result.status, result.error = "failed", problem
-            result.log_tail = server.log_tail(LOG_LINES)
-            return result
-        url = f"http://{settings.host}:{port}/"
-        kinds: list[tuple[Literal["warmup", "measured"], int]] = []
-        if settings.warmup:
-            kinds.append(("warmup", settings.warmup))
-        kinds += [("measured", settings.duration)] * settings.runs
-        measured = 0
-        for kind, seconds in kinds:
-            if kind == "measured":
-                measured += 1
-                progress.update(task, description=f"{label}: run {measured}/{settings.runs}")
-            else:
-                progress.update(task, description=f"{label}: warm-up")
-            command = wrk_command(wrk, url, connections=settings.connections,
-                                  threads=settings.threads, duration=seconds,
-                                  cpu=pinning.wrk_cpu, timeout=settings.wrk_timeout)
-            run = Run(kind, command)
-            result.runs.append(run)
-            try:
-                with RssSampler(server.pid) as sampler:
-                    run.summary = run_wrk(command, body=SAMPLE_BODY, cpu=pinning.wrk_cpu)
-                run.rss_peak_bytes = sampler.peak
-            except WrkError as exc:
-                run.error = str(exc)
-                result.status, result.error = "failed", f"wrk failed: {exc}"
-                result.log_tail = server.log_tail(LOG_LINES)
-                progress.advance(task, steps - len(result.runs) + 1)
-                return result
-            progress.advance(task)
-        return result
-    finally:
-        server.stop()
+    measurement = measure_server(
+        argv, port, label=f"{plan.layer} ({plan.server})", method=settings, pinning=pinning,
+        generator=generator, log_path=logs / f"{plan.layer}-{plan.server}.log",
+        progress=_RichProgress(progress, task))
+    return RowResult.of(plan, measurement)
 
 
-def measure_all(plans: list[RowPlan], settings: Settings, pinning: Pinning, wrk: str,
-                axum_binary: Path | None, logs: Path, progress: Progress, task: Any,
-                results: list[RowResult]) -> None:
+def measure_all(plans: list[RowPlan], settings: Settings, pinning: Pinning,
+                generator: LoadGenerator, axum_binary: Path | None, logs: Path,
+                progress: Progress, task: Any, results: list[RowResult]) -> None:
     """Measure ``plans`` in order, appending to ``results`` and printing one line per row."""
     for plan in plans:
-        result = measure_row(plan, settings, pinning, wrk, axum_binary, logs, progress, task)
+        result = measure_row(plan, settings, pinning, generator, axum_binary, logs, progress,
+                             task)
         results.append(result)
         label = f"{plan.layer} ({plan.server})"
         if result.status == "ok":
@@ -577,13 +429,10 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     Raises:
         UsageProblem: wrk is missing, a server name is unknown, a CPU or the port is unusable.
     """
-    wrk = find_wrk()
-    if wrk is None:
-        raise UsageProblem("wrk not found: install it (apt-get install wrk, brew install wrk) "
-                           "or run `make layers`, which does")
-    validate_servers(settings.server, settings.compare)
+    generator = load_generator("wrk")
+    validate_servers([settings.server, *settings.compare])
     check_port(settings.host, settings.port)
-    pinning = decide_pinning(settings, usable_cpus())
+    pinning = decide_pinning(settings, usable_cpus(), client=generator.name)
     if pinning.server_cpu is None and settings.pin:
         console.print(f"[yellow]note:[/] {pinning.text}")
     if settings.axum:
@@ -599,20 +448,12 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     logs.mkdir(parents=True, exist_ok=True)
     started = datetime.now(UTC)
     results: list[RowResult] = []
-    steps = (1 if settings.warmup else 0) + settings.runs
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn())
-    # bench itself (its RSS sampler, the check requests) keeps off the server's CPU
-    affinity = os.sched_getaffinity(0)
-    if pinning.wrk_cpu is not None:
-        os.sched_setaffinity(0, {pinning.wrk_cpu})
-    try:
-        with Progress(*columns, console=console) as progress:
-            task = progress.add_task("starting", total=steps * len(plans))
-            measure_all(plans, settings, pinning, wrk, native.binary, logs, progress, task,
-                        results)
-    finally:
-        os.sched_setaffinity(0, affinity)
+    with kept_on(pinning.load_cpu), Progress(*columns, console=console) as progress:
+        task = progress.add_task("starting", total=settings.steps * len(plans))
+        measure_all(plans, settings, pinning, generator, native.binary, logs, progress, task,
+                    results)
     return {
         "experiment": "layers",
         "date": started.isoformat(timespec="seconds"),
@@ -622,16 +463,13 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             "duration_s": settings.duration, "warmup_s": settings.warmup,
             "runs": settings.runs, "server": settings.server,
             "compare": [c for c in settings.compare if c != settings.server],
-            "compare_layers": list(settings.compare_layers),
-            "host": settings.host, "wrk_timeout_s": settings.wrk_timeout,
+            "compare_layers": list(settings.compare_layers), "bare": settings.bare,
+            "host": settings.host, "timeout_s": settings.timeout,
             "body": SAMPLE_BODY.decode(), "lua_script": str(POST_JSON),
         },
-        "pinning": {"server_cpu": pinning.server_cpu, "wrk_cpu": pinning.wrk_cpu,
+        "pinning": {"server_cpu": pinning.server_cpu, "load_cpu": pinning.load_cpu,
                     "text": pinning.text},
-        "machine": machine_info(),
-        "python": python_info(),
-        "packages": package_versions(),
-        "wrk": {"path": wrk, "version": wrk_version(wrk)},
+        **environment(generator),
         "axum": {"built": native.binary is not None, "note": native.note,
                  "build_command": native.command, "rustc": native.rustc,
                  "runtime": "tokio current_thread"},
@@ -662,6 +500,9 @@ def command(
              "in.")] = "asgi",
     axum: Annotated[bool, typer.Option(help="Add the Rust axum ceiling (built with cargo).")
                     ] = True,
+    bare: Annotated[bool, typer.Option(
+        help="Add the bare baseline below the ASGI servers: the pure ASGI app on httptools "
+             "with no checks, limits or timers; the other asgi rows compare with it.")] = True,
     pin: Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")] = True,
     server_cpu: Annotated[int, typer.Option(help="CPU for the server when pinned.")] = 0,
     wrk_cpu: Annotated[int, typer.Option(help="CPU for wrk when pinned.")] = 1,
@@ -678,11 +519,11 @@ def command(
     errors = Console(stderr=True, soft_wrap=True)
     settings = Settings(connections=connections, threads=threads, duration=duration,
                         warmup=warmup, runs=runs, server=server, compare=_names(compare),
-                        compare_layers=_names(compare_layers), axum=axum, pin=pin,
-                        server_cpu=server_cpu, wrk_cpu=wrk_cpu, host=host, port=port)
+                        compare_layers=_names(compare_layers), axum=axum, bare=bare, pin=pin,
+                        server_cpu=server_cpu, load_cpu=wrk_cpu, host=host, port=port)
     out = output if output is not None else report.default_output("layers")
     try:
-        validate_servers(settings.server, settings.compare)
+        validate_servers([settings.server, *settings.compare])
         validate_layers(settings.compare_layers)
         report.prepare_output(out)
         data = measure(settings, console, out)

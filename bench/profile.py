@@ -53,10 +53,22 @@ from rich.console import Console
 
 from apps.user import SAMPLE_BODY
 from bench import report
-from bench.layers import APPS, Settings, UsageProblem, check_echo, check_port, decide_pinning
-from bench.machine import machine_info, package_versions, python_info, usable_cpus
+from bench.harness import (
+    Method,
+    UsageProblem,
+    check_echo,
+    check_port,
+    decide_pinning,
+    environment,
+    kept_on,
+    load_generator,
+    run_once,
+)
+from bench.layers import APPS
+from bench.loadgen import Load, LoadGenerator
+from bench.machine import usable_cpus
 from bench.process import ServerProcess, ServerStartError, free_port, kill_tree
-from bench.wrk import POST_JSON, WrkError, find_wrk, run_wrk, wrk_command, wrk_version
+from bench.wrk import POST_JSON
 from toyservers.registry import SERVERS
 
 #: Every layer ``bench layers`` measures in Python (axum is not Python: nothing to profile).
@@ -306,35 +318,40 @@ def pstats_table(stats: pstats.Stats, requests: int, top: int = TOP,
 
 
 def profile(target: Target, profiler: str, *, duration: int, connections: int, threads: int,
-            pin: bool, host: str, html: bool, out: Path, console: Console) -> dict[str, Any]:
-    """Run the profiled server under wrk and return results.json's content.
+            pin: bool, host: str, html: bool, out: Path, console: Console,
+            generator: LoadGenerator | None = None) -> dict[str, Any]:
+    """Run the profiled server under the load generator (wrk unless ``generator`` is given)
+    for ``duration`` seconds and return results.json's content.
 
     Raises:
         UsageProblem: wrk is missing, the host cannot be bound, or the pinning is impossible.
         RuntimeError: the server did not start or answer, wrk failed, or no report appeared
             (the message says which, with the server's log tail).
     """
-    wrk = find_wrk()
-    if wrk is None:
-        raise UsageProblem("wrk not found: install it (apt-get install wrk, brew install wrk) "
-                           "or run `make layers`, which does")
+    generator = generator if generator is not None else load_generator("wrk")
     check_port(host, 0)
-    pinning = decide_pinning(Settings(pin=pin), usable_cpus())
+    pinning = decide_pinning(Method(pin=pin), usable_cpus(), client=generator.name)
     port = free_port(host)
     argv = child_argv(target, profiler, out, host, port, html)
     server = ServerProcess(argv, host=host, port=port, cpu=pinning.server_cpu, cwd=ROOT,
                            startup_timeout=60.0, log_path=out / "server.log")
-    command = wrk_command(wrk, f"http://{host}:{port}/", connections=connections,
-                         threads=threads, duration=duration, cpu=pinning.wrk_cpu)
+    url = f"http://{host}:{port}/"
+    load = Load(connections=connections, threads=threads, duration=duration)
+    command = generator.command(url, load, cpu=pinning.load_cpu)
     started = datetime.now(UTC)
     try:
         with console.status(f"{target.layer} on {target.server}: starting under {profiler}"):
             server.start()
-        problem = check_echo(host, port)
-        if problem is not None:
-            raise RuntimeError(f"{problem}\n{server.log_tail(15)}")
-        with console.status(f"{target.layer} on {target.server}: wrk for {duration} s"):
-            summary = run_wrk(command, body=SAMPLE_BODY, cpu=pinning.wrk_cpu)
+        with kept_on(pinning.load_cpu):
+            problem = check_echo(host, port)
+            if problem is not None:
+                raise RuntimeError(f"{problem}\n{server.log_tail(15)}")
+            with console.status(f"{target.layer} on {target.server}: {generator.name} for "
+                                f"{duration} s"):
+                run = run_once(generator, url, load, kind="measured", pid=server.pid,
+                               cpu=pinning.load_cpu)
+        if run.summary is None:
+            raise RuntimeError(f"{generator.name} failed: {run.error}\n{server.log_tail(15)}")
         with console.status("stopping the server: the profiler writes its report"):
             assert server.proc is not None
             server.proc.send_signal(signal.SIGINT)
@@ -346,13 +363,12 @@ def profile(target: Target, profiler: str, *, duration: int, connections: int, t
                                    f"\n{server.log_tail(15)}") from None
     except ServerStartError as exc:
         raise RuntimeError(f"the profiled server did not start: {exc}") from None
-    except WrkError as exc:
-        raise RuntimeError(f"wrk failed: {exc}\n{server.log_tail(15)}") from None
     finally:
         server.stop()
         log = out / "server.log"
         if log.is_file() and log.stat().st_size == 0:
             log.unlink()
+    summary = run.summary
     files = report_files(out, profiler, html, summary.requests)
     missing = [p.name for p in files if not p.is_file()]
     if missing:
@@ -360,7 +376,7 @@ def profile(target: Target, profiler: str, *, duration: int, connections: int, t
                            f"\n{server.log_tail(15)}")
     from importlib.metadata import version
 
-    return {
+    data: dict[str, Any] = {
         "experiment": "profile",
         "date": started.isoformat(timespec="seconds"),
         "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
@@ -372,12 +388,13 @@ def profile(target: Target, profiler: str, *, duration: int, connections: int, t
         "wrk_command": command,
         "settings": {"duration_s": duration, "connections": connections, "threads": threads,
                      "host": host, "body": SAMPLE_BODY.decode(), "lua_script": str(POST_JSON)},
-        "pinning": {"server_cpu": pinning.server_cpu, "wrk_cpu": pinning.wrk_cpu,
+        "pinning": {"server_cpu": pinning.server_cpu, "load_cpu": pinning.load_cpu,
                     "text": pinning.text},
-        "machine": machine_info(), "python": python_info(), "packages": package_versions(),
-        "wrk": {"path": wrk, "version": wrk_version(wrk), "summary": summary.to_json()},
+        **environment(generator),
         "files": [p.name for p in files],
     }
+    data[generator.name]["summary"] = summary.to_json()
+    return data
 
 
 def report_files(out: Path, profiler: str, html: bool, requests: int) -> list[Path]:
@@ -417,15 +434,13 @@ def command(
     errors = Console(stderr=True, soft_wrap=True)
     try:
         target = resolve(layer, server, profiler)
-        if find_wrk() is None:
-            raise UsageProblem("wrk not found: install it (apt-get install wrk, brew install "
-                               "wrk) or run `make layers`, which does")
+        generator = load_generator("wrk")
         out = output if output is not None else report.default_output(
             f"profile-{target.layer}-{target.server}")
         report.prepare_output(out)
         data = profile(target, profiler, duration=duration, connections=connections,
                        threads=threads, pin=pin, host=host, html=html, out=out.resolve(),
-                       console=console)
+                       console=console, generator=generator)
     except (UsageProblem, report.OutputError) as exc:
         errors.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None

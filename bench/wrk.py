@@ -1,8 +1,10 @@
-"""Run wrk with a Lua script and read the JSON summary its ``done()`` hook writes.
+"""wrk, the first load generator: run it with a Lua script and read the JSON its ``done()``
+hook writes.
 
 The script (``bench/lua/post_json.lua``) writes one JSON object to the file named by the
 ``BENCH_WRK_JSON`` environment variable; :func:`parse_summary` turns it into a
-:class:`WrkSummary`. wrk's own text output is kept only for error messages, never parsed.
+:class:`bench.loadgen.RunSummary`. wrk's own text output is kept only for error messages,
+never parsed. :class:`Wrk` is the :class:`bench.loadgen.LoadGenerator` the harness drives.
 """
 
 from __future__ import annotations
@@ -12,57 +14,25 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bench.loadgen import ERROR_KINDS, PERCENTILES, Load, LoadGenError, RunSummary, ToolMissing
 
 LUA_DIR = Path(__file__).parent / "lua"
 POST_JSON = LUA_DIR / "post_json.lua"
 
-ERROR_KINDS = ("connect", "read", "write", "status", "timeout")
-PERCENTILES = ("p50", "p90", "p99", "p99.9")
+#: What every ``bench`` command says when wrk is not installed.
+MISSING = ("wrk not found: install it (apt-get install wrk, brew install wrk) "
+           "or run `make layers`, which does")
 
 
-class WrkError(RuntimeError):
+class WrkError(LoadGenError):
     """wrk could not run, failed, or left no readable summary; the message says which."""
 
 
-@dataclass(frozen=True)
-class WrkSummary:
-    """One wrk run as the Lua ``done()`` hook reported it.
-
-    Attributes:
-        requests: completed requests.
-        duration_us: length of the run, microseconds.
-        bytes: bytes read from the server.
-        errors: counts by kind: ``connect``, ``read``, ``write``, ``status`` (responses with
-            status >= 400), ``timeout``.
-        latency_us: ``min``, ``mean``, ``max``, ``stdev`` and the percentiles ``p50``, ``p90``,
-            ``p99``, ``p99.9``, microseconds; ``None`` where no request completed.
-    """
-
-    requests: int
-    duration_us: int
-    bytes: int
-    errors: dict[str, int]
-    latency_us: dict[str, float | None]
-
-    @property
-    def rps(self) -> float:
-        """Requests per second over the run (0.0 for an empty run)."""
-        return self.requests * 1e6 / self.duration_us if self.duration_us > 0 else 0.0
-
-    @property
-    def error_total(self) -> int:
-        """All errors, every kind added up."""
-        return sum(self.errors.values())
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict: the fields plus ``rps``."""
-        return {**asdict(self), "rps": self.rps}
-
-
-def parse_summary(text: str) -> WrkSummary:
+def parse_summary(text: str) -> RunSummary:
     """Read the JSON the Lua ``done()`` hook wrote.
 
     Args:
@@ -84,12 +54,13 @@ def parse_summary(text: str) -> WrkSummary:
             key: _optional_float(latency_raw[key])
             for key in ("min", "mean", "max", "stdev", *PERCENTILES)
         }
-        return WrkSummary(
+        return RunSummary(
             requests=_int(data["requests"]),
             duration_us=_int(data["duration_us"]),
             bytes=_int(data["bytes"]),
             errors=errors,
             latency_us=latency,
+            tool="wrk",
         )
     except (KeyError, TypeError) as exc:
         raise WrkError(f"wrk summary lacks or mistypes {exc}: {text[:200]!r}") from None
@@ -149,7 +120,7 @@ def wrk_command(wrk: str, url: str, *, connections: int, threads: int, duration:
 
 
 def run_wrk(argv: list[str], *, body: bytes, cpu: int | None = None,
-            grace: float = 30.0) -> WrkSummary:
+            grace: float = 30.0) -> RunSummary:
     """Run ``argv`` (from :func:`wrk_command`) and return the summary its Lua hook wrote.
 
     ``cpu`` pins wrk with ``sched_setaffinity`` when ``argv`` does not start with taskset.
@@ -194,3 +165,44 @@ def _duration_of(argv: list[str]) -> float:
         value = argv[argv.index("--duration") + 1]
         return float(value.rstrip("s"))
     return 10.0
+
+
+@dataclass(frozen=True)
+class Wrk:
+    """wrk as a :class:`bench.loadgen.LoadGenerator`: POST/JSON through ``post_json.lua``.
+
+    Attributes:
+        path: the wrk executable.
+        script: the Lua script that sets the request and writes the JSON summary.
+        name: ``"wrk"``.
+    """
+
+    path: str
+    script: Path = POST_JSON
+    name: str = "wrk"
+
+    @classmethod
+    def find(cls) -> Wrk:
+        """wrk from PATH.
+
+        Raises:
+            ToolMissing: wrk is not installed (:data:`MISSING`).
+        """
+        path = find_wrk()
+        if path is None:
+            raise ToolMissing(MISSING)
+        return cls(path)
+
+    def version(self) -> str:
+        """wrk's version, e.g. ``"4.1.0"``."""
+        return wrk_version(self.path)
+
+    def command(self, url: str, load: Load, *, cpu: int | None = None) -> list[str]:
+        """The exact argv of one run (see :func:`wrk_command`)."""
+        return wrk_command(self.path, url, connections=load.connections,
+                           threads=load.threads, duration=load.duration,
+                           script=self.script, cpu=cpu, timeout=load.timeout)
+
+    def run(self, url: str, load: Load, *, cpu: int | None = None) -> RunSummary:
+        """Run wrk against ``url``; WrkError when it fails (see :func:`run_wrk`)."""
+        return run_wrk(self.command(url, load, cpu=cpu), body=load.body, cpu=cpu)

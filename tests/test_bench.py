@@ -20,26 +20,31 @@ import pytest
 from rich.console import Console
 
 from apps.user import SAMPLE_BODY
-from bench import layers, native, report
+from bench import harness, layers, native, report
+from bench.harness import (
+    RssSampler,
+    Run,
+    UsageProblem,
+    check_echo,
+    decide_pinning,
+    git_state,
+    validate_servers,
+)
 from bench.layers import (
     RowPlan,
     RowResult,
-    RssSampler,
-    Run,
     Settings,
-    UsageProblem,
     below_of,
-    check_echo,
-    decide_pinning,
+    how_it_ran,
     plan_rows,
     rows_json,
     table_cells,
-    validate_servers,
     write_outputs,
 )
+from bench.loadgen import RunSummary
 from bench.process import ServerProcess, free_port
 from bench.stats import SPREAD_LIMIT, pct_of_below, summarize, us_added, us_per_request
-from bench.wrk import POST_JSON, WrkError, WrkSummary, parse_summary, wrk_command
+from bench.wrk import POST_JSON, WrkError, parse_summary, wrk_command
 from toyservers.registry import get
 
 HAVE_WRK = shutil.which("wrk") is not None
@@ -159,8 +164,8 @@ def test_derived_columns() -> None:
 
 
 def summary(rps: float, *, errors: int = 0, p50: float = 500.0, p99: float = 2000.0
-            ) -> WrkSummary:
-    return WrkSummary(
+            ) -> RunSummary:
+    return RunSummary(
         requests=int(rps), duration_us=1_000_000, bytes=int(rps) * 100,
         errors={"connect": 0, "read": 0, "write": 0, "status": errors, "timeout": 0},
         latency_us={"min": 50.0, "mean": 600.0, "max": 9000.0, "stdev": 100.0, "p50": p50,
@@ -274,11 +279,16 @@ def test_prepare_output_refuses_an_unwritable_folder(tmp_path: Path) -> None:
 
 
 def test_default_rows_put_toy_httptools_beside_uvicorn() -> None:
-    names = [(p.layer, p.server) for p in plan_rows(Settings())]
+    names = [(p.layer, p.server) for p in plan_rows(Settings(bare=False))]
     assert names == [("axum", "axum"), ("asyncio", "raw"), ("asgi", "uvicorn"),
                      ("asgi", "toy-httptools"), ("starlette", "uvicorn"),
                      ("fastapi", "uvicorn")]
-    other = plan_rows(Settings(server="hypercorn", compare=("hypercorn", "granian"), axum=False))
+    with_bare = [(p.layer, p.server) for p in plan_rows(Settings())]
+    assert with_bare == [("axum", "axum"), ("asyncio", "raw"), ("asgi", "bare"),
+                         ("asgi", "uvicorn"), ("asgi", "toy-httptools"),
+                         ("starlette", "uvicorn"), ("fastapi", "uvicorn")]
+    other = plan_rows(Settings(server="hypercorn", compare=("hypercorn", "granian"), axum=False,
+                               bare=False))
     assert [(p.layer, p.server) for p in other] == [
         ("asyncio", "raw"), ("asgi", "hypercorn"), ("asgi", "granian"),
         ("starlette", "hypercorn"), ("fastapi", "hypercorn")]
@@ -286,7 +296,7 @@ def test_default_rows_put_toy_httptools_beside_uvicorn() -> None:
 
 def test_compare_layers_add_framework_rows_compared_with_their_own_asgi_row() -> None:
     settings = Settings(compare=("toy-httptools",), compare_layers=("asgi", "starlette"),
-                        axum=False)
+                        axum=False, bare=False)
     plans = plan_rows(settings)
     assert [(p.layer, p.server) for p in plans] == [
         ("asyncio", "raw"), ("asgi", "uvicorn"), ("asgi", "toy-httptools"),
@@ -309,22 +319,24 @@ def test_unknown_compare_layer_is_one_line(tmp_path: Path) -> None:
 
 def test_pinning_decisions() -> None:
     assert decide_pinning(Settings(), [0, 1]).server_cpu == 0
-    assert decide_pinning(Settings(), [0, 1]).wrk_cpu == 1
+    assert decide_pinning(Settings(), [0, 1]).load_cpu == 1
     assert decide_pinning(Settings(pin=False), [0, 1]).server_cpu is None
     lone = decide_pinning(Settings(), [0])
     assert lone.server_cpu is None and "only 1 usable core" in lone.text
     with pytest.raises(UsageProblem, match="--wrk-cpu 7 cannot be used"):
-        decide_pinning(Settings(wrk_cpu=7), [0, 1])
+        decide_pinning(Settings(load_cpu=7), [0, 1])
     with pytest.raises(UsageProblem, match="must differ"):
-        decide_pinning(Settings(server_cpu=1, wrk_cpu=1), [0, 1])
+        decide_pinning(Settings(server_cpu=1, load_cpu=1), [0, 1])
 
 
 def test_validate_servers_names_the_known_ones() -> None:
     with pytest.raises(UsageProblem, match=r"unknown server 'nope' \(known: .*uvicorn"):
-        validate_servers("uvicorn", ("nope",))
+        validate_servers(["uvicorn", "nope"])
     with pytest.raises(UsageProblem, match="gunicorn serves WSGI"):
-        validate_servers("gunicorn", ())
-    validate_servers("uvicorn", ("hypercorn", "toy-h11"))
+        validate_servers(["gunicorn"])
+    validate_servers(["uvicorn", "hypercorn", "toy-h11"])
+    with pytest.raises(UsageProblem, match="bare is a baseline"):
+        validate_servers(["uvicorn", "bare"])
 
 
 def test_cli_unknown_server_is_one_line() -> None:
@@ -389,6 +401,107 @@ def test_axum_freshness_follows_the_sources(tmp_path: Path) -> None:
     assert not native.is_fresh(binary, tmp_path)
 
 
+# --- the bare baseline row ------------------------------------------------------------------
+
+
+def test_bare_row_sits_between_asyncio_and_the_asgi_servers() -> None:
+    plans = plan_rows(Settings(axum=False, compare=("toy-httptools", "uvicorn-h11")))
+    assert [(p.layer, p.server) for p in plans][:5] == [
+        ("asyncio", "raw"), ("asgi", "bare"), ("asgi", "uvicorn"), ("asgi", "toy-httptools"),
+        ("asgi", "uvicorn-h11")]
+    bare = plans[1]
+    assert bare.app == "apps.asgi_user:app"
+    assert layers.server_argv(bare, "127.0.0.1", 9, None)[1].endswith(
+        "lessons/code/05-speed/bare_httptools.py")
+
+    def below(server: str) -> tuple[str, str] | None:
+        plan = next(p for p in plans if (p.layer, p.server) == ("asgi", server))
+        found = below_of(plan, plans)
+        return (found.layer, found.server) if found else None
+
+    assert below("bare") == ("asyncio", "raw")
+    assert below("uvicorn") == below("toy-httptools") == below("uvicorn-h11") == ("asgi", "bare")
+    starlette = next(p for p in plans if p.layer == "starlette")
+    found = below_of(starlette, plans)
+    assert found is not None and (found.layer, found.server) == ("asgi", "uvicorn")
+
+
+def test_asgi_servers_are_compared_with_bare_when_it_ran() -> None:
+    rows = [result("asyncio", "raw", [80_000.0]), result("asgi", "bare", [40_000.0]),
+            result("asgi", "uvicorn", [20_000.0])]
+    derived = {(r["layer"], r["server"]): r for r in rows_json(rows)}
+    assert derived[("asgi", "bare")]["below"] == "asyncio/raw"
+    assert derived[("asgi", "bare")]["us_added"] == pytest.approx(25.0 - 12.5)
+    uvicorn = derived[("asgi", "uvicorn")]
+    assert uvicorn["below"] == "asgi/bare"
+    assert uvicorn["us_added"] == pytest.approx(50.0 - 25.0)  # what uvicorn adds over bare
+    assert uvicorn["pct_of_below"] == pytest.approx(50.0)
+
+
+def test_a_duplicate_compare_name_is_planned_once() -> None:
+    plans = plan_rows(Settings(axum=False, compare=("toy-h11", "toy-h11")))
+    assert [(p.layer, p.server) for p in plans].count(("asgi", "toy-h11")) == 1
+
+
+def test_how_it_ran_explains_the_bare_row_and_the_commit() -> None:
+    data = results_data([])
+    data["settings"]["bare"] = True
+    data["git"] = {"commit": "0123456789abcdef" * 2 + "01234567", "dirty": True}
+    lines = how_it_ran(data)
+    assert any(line.startswith("bare: the pure ASGI app on lessons/code/05-speed/"
+                               "bare_httptools.py") for line in lines)
+    assert "the other asgi rows with bare" in lines[-1]
+    assert "toyservers at commit 0123456789ab, with uncommitted changes" in lines
+    data["settings"]["bare"], data["git"] = False, None
+    lines = how_it_ran(data)
+    assert not any(line.startswith("bare:") for line in lines)
+    assert "compare asgi with asyncio" in lines[-1]
+    assert "toyservers: not a git checkout" in lines
+
+
+# --- results.json: the project's commit -------------------------------------------------------
+
+
+def git(cwd: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                         check=True, timeout=30)
+    return out.stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_state_records_the_commit_and_whether_the_tree_is_dirty(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "a.txt")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "a")
+    head = git(repo, "rev-parse", "HEAD")
+    assert git_state(repo) == {"commit": head, "dirty": False}
+    (repo / "a.txt").write_text("changed\n")
+    assert git_state(repo) == {"commit": head, "dirty": True}
+    git(repo, "checkout", "-q", "a.txt")
+    (repo / "new.txt").write_text("untracked\n")
+    assert git_state(repo) == {"commit": head, "dirty": True}
+    outside = tmp_path / "not-a-checkout"
+    outside.mkdir()
+    assert git_state(outside) is None
+
+
+def test_environment_records_git_and_the_load_generator() -> None:
+    class Fake:
+        name, path = "fake", "/bin/fake"
+
+        def version(self) -> str:
+            return "9.9"
+
+    data = harness.environment(Fake())  # type: ignore[arg-type]
+    assert data["git"] == git_state()
+    assert data["load_generator"] == "fake"
+    assert data["fake"] == {"path": "/bin/fake", "version": "9.9"}
+    assert {"machine", "python", "packages"} <= set(data)
+
+
 # --- measuring pieces against real processes ------------------------------------------------------
 
 
@@ -440,6 +553,8 @@ def test_a_failed_row_is_reported_and_the_run_goes_on(tmp_path: Path,
         assert rows[layer]["status"] == "failed"
         assert "boom: no such app" in rows[layer]["log_tail"]
     assert rows["asgi"]["pct_of_below"] is None
+    assert data["git"] == git_state()
+    assert data["load_generator"] == "wrk" and data["wrk"]["version"]
 
 
 # --- the smoke run -----------------------------------------------------------------------------

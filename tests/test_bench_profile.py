@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.layers import UsageProblem
+from bench.harness import UsageProblem
 from bench.profile import PROFILABLE, Target, pstats_table, resolve, short_path
 
 ROOT = Path(__file__).resolve().parent.parent

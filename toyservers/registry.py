@@ -1,13 +1,16 @@
 """Every server the project knows, ours and the reference ones, under one name each.
 
 The CLI, ``bench`` and the tests all start servers through this table, so adding a server is
-one module plus one line here. An entry says how to start the server as a subprocess serving
-``module:attr`` on a host and port, which distribution's version to report, and, for our own
-servers, the module holding ``serve()`` and ``run()``.
+one module plus one entry here. An entry is data: how its command line is built (an
+:class:`Argv` of argument sections with ``{placeholders}``, not code), whether it can run
+several worker processes, the protocols it speaks, which distribution's version to report,
+and, for our own servers, the module holding ``serve()`` and ``run()``.
 
 Names: ``toy-raw``, ``toy-h11``, ``toy-httptools`` (ours); ``uvicorn`` (httptools + uvloop),
 ``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers); ``gunicorn``
-(reference WSGI server).
+(reference WSGI server); ``bare`` (a baseline for ``bench layers``: the least server that
+runs an ASGI app on httptools, ``lessons/code/05-speed/bare_httptools.py``; not a server to
+use, and never offered by :func:`available` unless asked for).
 """
 
 from __future__ import annotations
@@ -16,14 +19,24 @@ import importlib
 import importlib.metadata
 import importlib.util
 import shutil
+import string
 import sys
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Literal
+from typing import Any, Literal
 
-Kind = Literal["toy", "reference"]
+Kind = Literal["toy", "reference", "baseline"]
 Interface = Literal["asgi", "wsgi"]
+
+#: Protocol names a server may speak: HTTP/1.1, HTTP/2 over TLS (ALPN), HTTP/2 in clear text
+#: with prior knowledge, WebSocket over HTTP/1.1 (RFC 6455).
+PROTOCOLS = frozenset({"http/1.1", "h2", "h2c", "websocket"})
+
+#: The baseline's program: a complete lesson step file, run by this interpreter.
+BARE_FILE = Path(__file__).resolve().parent.parent / "lessons" / "code" / "05-speed" / \
+    "bare_httptools.py"
 
 
 def _script(name: str) -> str:
@@ -35,17 +48,84 @@ def _script(name: str) -> str:
     return found if found else name
 
 
+class _ArgvFormatter(string.Formatter):
+    """``str.format`` plus one conversion: ``{x!t}`` escapes ``x`` for a Twisted endpoint
+    string, where a backslash escapes ``:`` and itself in a value."""
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        if conversion == "t":
+            return str(value).replace("\\", "\\\\").replace(":", "\\:")
+        return super().convert_field(value, conversion)
+
+
+_FORMATTER = _ArgvFormatter()
+
+
+@dataclass(frozen=True)
+class Argv:
+    """A server's command line as data: sections of arguments holding ``{placeholders}``.
+
+    :meth:`ServerSpec.command` joins, in this order: ``program``, ``head``, ``listen`` (or
+    ``listen_tls`` to serve HTTPS), ``options``, ``access_log`` or ``no_access_log``,
+    ``workers``, ``tail``; then fills the placeholders: ``{app}`` (``"module:attr"``),
+    ``{host}``, ``{port}``, ``{workers}`` (a count of processes), ``{certfile}`` and
+    ``{keyfile}`` (PEM paths), ``{python}`` (this interpreter). ``{x!t}`` escapes a value for
+    a Twisted endpoint string. A literal brace is written twice.
+
+    Attributes:
+        program: a console script's name (found beside this interpreter, else on PATH), or
+            ``"{python}"``.
+        head: right after the program (the app, for servers that take it first).
+        listen: where to listen, plain HTTP.
+        listen_tls: where to listen with HTTPS, in place of ``listen``; None: no TLS.
+        options: always (log level, loop, parser).
+        access_log: to log one line per request; None: the server has no access log.
+        no_access_log: to log none.
+        workers: to run ``{workers}`` processes; None: one process only.
+        tail: last (the app, for servers that take it after their options).
+    """
+
+    program: str
+    head: tuple[str, ...] = ()
+    listen: tuple[str, ...] = ("--host", "{host}", "--port", "{port}")
+    listen_tls: tuple[str, ...] | None = None
+    options: tuple[str, ...] = ()
+    access_log: tuple[str, ...] | None = ()
+    no_access_log: tuple[str, ...] = ()
+    workers: tuple[str, ...] | None = None
+    tail: tuple[str, ...] = ()
+
+    def render(self, values: Mapping[str, object], *, tls: bool, access_log: bool) -> list[str]:
+        """The argv with ``values`` in its placeholders (the caller checked what is offered)."""
+        sections: list[Sequence[str]] = [
+            self.head,
+            self.listen_tls if tls and self.listen_tls is not None else self.listen,
+            self.options,
+            (self.access_log or ()) if access_log else self.no_access_log,
+            self.workers or (),
+            self.tail,
+        ]
+        program = _FORMATTER.format(self.program, **values)
+        if "{" not in self.program:
+            program = _script(program)
+        return [program, *(_FORMATTER.format(arg, **values) for part in sections for arg in part)]
+
+
 @dataclass(frozen=True)
 class ServerSpec:
-    """How to start one server.
+    """How to start one server, and what it offers.
 
     Attributes:
         name: registry key, e.g. ``"toy-h11"``.
-        kind: ``"toy"`` (written here) or ``"reference"`` (a real server we compare with).
+        kind: ``"toy"`` (written here), ``"reference"`` (a real server we compare with) or
+            ``"baseline"`` (a measuring stick for ``bench``, not a server anyone should use).
         interface: ``"asgi"`` or ``"wsgi"``: the kind of app it serves.
         package: the distribution whose version results report.
         description: one line for tables and ``--help``.
+        argv: its command line as data (see :class:`Argv`).
+        protocols: what it speaks, out of :data:`PROTOCOLS`.
         module: for toy servers, the module with ``serve()`` and ``run()``.
+        one_process: when ``argv.workers`` is None, why it runs one process only.
     """
 
     name: str
@@ -53,61 +133,41 @@ class ServerSpec:
     interface: Interface
     package: str
     description: str
+    argv: Argv
+    protocols: frozenset[str] = frozenset({"http/1.1"})
     module: str | None = None
+    one_process: str | None = None
 
     def command(self, app: str, host: str, port: int, *, access_log: bool = False,
-                tls: tuple[str, str] | None = None) -> list[str]:
-        """The argv that serves ``app`` (``"module:attr"``) on ``host:port`` in one process.
+                tls: tuple[str, str] | None = None, workers: int = 1) -> list[str]:
+        """The argv that serves ``app`` (``"module:attr"``) on ``host:port``.
 
         Logs go at warning level so a benchmark measures the server, not its logging; with
-        ``access_log`` the server logs one line per request where it can. ``tls`` is a
-        ``(certfile, keyfile)`` pair of PEM paths: serve HTTPS instead of plain HTTP.
+        ``access_log`` the server logs one line per request. ``tls`` is a ``(certfile,
+        keyfile)`` pair of PEM paths: serve HTTPS instead of plain HTTP. ``workers`` is the
+        number of worker processes (a server with a workers option is always given it).
+
+        Raises:
+            ValueError: the server cannot do what is asked (TLS, an access log, or more than
+                one worker process), or ``workers`` is below 1.
         """
-        n = self.name
+        if workers < 1:
+            raise ValueError(f"workers must be 1 or more, not {workers}")
+        if workers > 1 and self.argv.workers is None:
+            raise ValueError(f"{self.name} runs one process only: {self.one_process}")
+        if tls is not None and self.argv.listen_tls is None:
+            raise ValueError(f"{self.name} does not serve HTTPS")
+        if access_log and self.argv.access_log is None:
+            raise ValueError(f"{self.name} writes no access log")
         cert, key = tls if tls is not None else ("", "")
-        if self.kind == "toy":
-            return [
-                _script("toyserve"), app, "--server", n, "--host", host, "--port", str(port),
-                "--log-level", "warning",
-                "--access-log" if access_log else "--no-access-log",
-                *(["--ssl-certfile", cert, "--ssl-keyfile", key] if tls else []),
-            ]
-        if n in ("uvicorn", "uvicorn-h11"):
-            http = "h11" if n == "uvicorn-h11" else "httptools"
-            return [
-                _script("uvicorn"), app, "--host", host, "--port", str(port),
-                "--http", http, "--loop", "uvloop", "--log-level", "warning",
-                "--access-log" if access_log else "--no-access-log",
-                *(["--ssl-certfile", cert, "--ssl-keyfile", key] if tls else []),
-            ]
-        if n == "hypercorn":
-            argv = [_script("hypercorn"), "--bind", f"{host}:{port}", "--log-level", "WARNING"]
-            if tls:
-                argv += ["--certfile", cert, "--keyfile", key]
-            return [*argv, "--access-logfile", "-", app] if access_log else [*argv, app]
-        if n == "daphne":
-            if tls:  # a Twisted endpoint string: a backslash escapes ':' and itself in a value
-                def esc(value: str) -> str:
-                    return value.replace("\\", "\\\\").replace(":", "\\:")
-                argv = [_script("daphne"), "-e", f"ssl:{port}:interface={esc(host)}:"
-                        f"privateKey={esc(key)}:certKey={esc(cert)}", "-v", "0"]
-            else:
-                argv = [_script("daphne"), "-b", host, "-p", str(port), "-v", "0"]
-            return [*argv, "--access-log", "-", app] if access_log else [*argv, app]
-        if n == "granian":
-            return [
-                _script("granian"), "--interface", "asgi", "--host", host, "--port", str(port),
-                "--workers", "1", "--loop", "uvloop", "--log-level", "warning",
-                "--access-log" if access_log else "--no-access-log",
-                *(["--ssl-certificate", cert, "--ssl-keyfile", key] if tls else []), app,
-            ]
-        if n == "gunicorn":
-            return [
-                _script("gunicorn"), "--bind", f"{host}:{port}", "--workers", "1",
-                "--log-level", "warning", *(["--access-logfile", "-"] if access_log else []),
-                *(["--certfile", cert, "--keyfile", key] if tls else []), app,
-            ]
-        raise ValueError(f"no command known for server {n!r}")
+        values = {"app": app, "host": host, "port": port, "workers": workers,
+                  "certfile": cert, "keyfile": key, "python": sys.executable}
+        return self.argv.render(values, tls=tls is not None, access_log=access_log)
+
+    @property
+    def multiprocess(self) -> bool:
+        """True when ``command(..., workers=N)`` can start N worker processes."""
+        return self.argv.workers is not None
 
     def version(self) -> str:
         """The installed version of ``package``, or ``"not installed"``."""
@@ -119,24 +179,82 @@ class ServerSpec:
     def load(self) -> ModuleType:
         """Import a toy server's module (it has ``serve`` and ``run``); ValueError otherwise."""
         if self.module is None:
-            raise ValueError(f"{self.name} is a reference server: start it with command()")
+            raise ValueError(f"{self.name} is a {self.kind} server: start it with command()")
         return importlib.import_module(self.module)
 
 
+# --- the entries -------------------------------------------------------------------------------
+
+_TOY_TLS = ("--host", "{host}", "--port", "{port}",
+            "--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")
+_TOY_ONE_PROCESS = "toyserve has no --workers yet: toyservers has no pre-fork supervisor"
+
+
+def _toy(name: str, module: str, description: str) -> ServerSpec:
+    argv = Argv("toyserve", head=("{app}", "--server", name), listen_tls=_TOY_TLS,
+                options=("--log-level", "warning"), access_log=("--access-log",),
+                no_access_log=("--no-access-log",))
+    return ServerSpec(name, "toy", "asgi", "toyservers", description, argv,
+                      frozenset({"http/1.1"}), module, _TOY_ONE_PROCESS)
+
+
+def _uvicorn(name: str, http: str, description: str) -> ServerSpec:
+    argv = Argv("uvicorn", head=("{app}",), listen_tls=_TOY_TLS,
+                options=("--http", http, "--loop", "uvloop", "--log-level", "warning"),
+                access_log=("--access-log",), no_access_log=("--no-access-log",),
+                workers=("--workers", "{workers}"))
+    return ServerSpec(name, "reference", "asgi", "uvicorn", description, argv,
+                      frozenset({"http/1.1", "websocket"}))
+
+
 def _entries() -> dict[str, ServerSpec]:
+    hypercorn = Argv(
+        "hypercorn", listen=("--bind", "{host}:{port}"),
+        listen_tls=("--bind", "{host}:{port}", "--certfile", "{certfile}", "--keyfile",
+                    "{keyfile}"),
+        options=("--log-level", "WARNING"), access_log=("--access-logfile", "-"),
+        workers=("--workers", "{workers}"), tail=("{app}",))
+    daphne = Argv(
+        "daphne", listen=("-b", "{host}", "-p", "{port}"),
+        listen_tls=("-e", "ssl:{port}:interface={host!t}:privateKey={keyfile!t}:"
+                          "certKey={certfile!t}"),
+        options=("-v", "0"), access_log=("--access-log", "-"), tail=("{app}",))
+    granian = Argv(
+        "granian", head=("--interface", "asgi"),
+        listen_tls=("--host", "{host}", "--port", "{port}", "--ssl-certificate", "{certfile}",
+                    "--ssl-keyfile", "{keyfile}"),
+        options=("--loop", "uvloop", "--log-level", "warning"),
+        access_log=("--access-log",), no_access_log=("--no-access-log",),
+        workers=("--workers", "{workers}"), tail=("{app}",))
+    gunicorn = Argv(
+        "gunicorn", listen=("--bind", "{host}:{port}"),
+        listen_tls=("--bind", "{host}:{port}", "--certfile", "{certfile}", "--keyfile",
+                    "{keyfile}"),
+        options=("--log-level", "warning"), access_log=("--access-logfile", "-"),
+        workers=("--workers", "{workers}"), tail=("{app}",))
+    bare = Argv("{python}", head=(str(BARE_FILE).replace("{", "{{").replace("}", "}}"),
+                                  "{app}"), access_log=None)
     specs = [
-        ServerSpec("toy-raw", "toy", "asgi", "toyservers",
-                   "ours: HTTP/1.1 parsed by hand on asyncio", "toyservers.raw_asyncio"),
-        ServerSpec("toy-h11", "toy", "asgi", "toyservers",
-                   "ours: sans-IO HTTP/1.1 with h11", "toyservers.h11_server"),
-        ServerSpec("toy-httptools", "toy", "asgi", "toyservers",
-                   "ours: llhttp callbacks through httptools", "toyservers.httptools_server"),
-        ServerSpec("uvicorn", "reference", "asgi", "uvicorn", "uvicorn, httptools + uvloop"),
-        ServerSpec("uvicorn-h11", "reference", "asgi", "uvicorn", "uvicorn, h11 + uvloop"),
-        ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio"),
-        ServerSpec("daphne", "reference", "asgi", "daphne", "daphne, Twisted"),
-        ServerSpec("granian", "reference", "asgi", "granian", "granian, Rust (hyper)"),
-        ServerSpec("gunicorn", "reference", "wsgi", "gunicorn", "gunicorn, sync worker"),
+        _toy("toy-raw", "toyservers.raw_asyncio", "ours: HTTP/1.1 parsed by hand on asyncio"),
+        _toy("toy-h11", "toyservers.h11_server", "ours: sans-IO HTTP/1.1 with h11"),
+        _toy("toy-httptools", "toyservers.httptools_server",
+             "ours: llhttp callbacks through httptools"),
+        _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
+        _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop"),
+        ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",
+                   hypercorn, frozenset({"http/1.1", "h2", "h2c", "websocket"})),
+        ServerSpec("daphne", "reference", "asgi", "daphne", "daphne, Twisted", daphne,
+                   frozenset({"http/1.1", "h2", "websocket"}),
+                   one_process="daphne has no --workers: run several processes behind a "
+                               "load balancer (or one socket passed with --fd)"),
+        ServerSpec("granian", "reference", "asgi", "granian", "granian, Rust (hyper)",
+                   granian, frozenset({"http/1.1", "h2", "h2c", "websocket"})),
+        ServerSpec("gunicorn", "reference", "wsgi", "gunicorn", "gunicorn, sync worker",
+                   gunicorn, frozenset({"http/1.1"})),
+        ServerSpec("bare", "baseline", "asgi", "httptools",
+                   "baseline: ASGI on httptools, no checks, limits or timers", bare,
+                   frozenset({"http/1.1"}),
+                   one_process="a baseline: one process, nothing to configure"),
     ]
     return {spec.name: spec for spec in specs}
 
@@ -144,18 +262,23 @@ def _entries() -> dict[str, ServerSpec]:
 SERVERS: dict[str, ServerSpec] = _entries()
 
 
-def available(names: list[str] | None = None, *, interface: Interface = "asgi") -> list[str]:
-    """Registered server names for ``interface`` whose module or package is importable."""
+def available(names: list[str] | None = None, *, interface: Interface = "asgi",
+              kinds: Collection[str] = ("toy", "reference")) -> list[str]:
+    """Registered server names for ``interface`` and ``kinds`` that can run here: a toy
+    server's module is importable, a reference server's package installed, a baseline's
+    file and package present. Baselines are left out unless ``kinds`` names them."""
     chosen = names if names is not None else list(SERVERS)
     result = []
     for name in chosen:
         spec = SERVERS[name]
-        if spec.interface != interface:
+        if spec.interface != interface or spec.kind not in kinds:
             continue
         if spec.module is not None:
             if importlib.util.find_spec(spec.module) is None:
                 continue
         elif spec.version() == "not installed":
+            continue
+        elif spec.kind == "baseline" and not BARE_FILE.is_file():
             continue
         result.append(name)
     return result

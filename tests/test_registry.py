@@ -1,0 +1,142 @@
+"""The registry holds every server's command line as data: checked for each entry here.
+
+For every registered server: the argv it renders (address, workers, TLS, access log), what
+it refuses, the protocols it declares (checked against the conformance suite's table of
+gaps), and one real start with two worker processes.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import httpx
+import psutil
+import pytest
+
+from bench.process import ServerProcess, free_port
+from tests.conformance.support import UNSUPPORTED
+from toyservers.registry import BARE_FILE, PROTOCOLS, SERVERS, Argv, available, get
+
+HOST, PORT = "127.0.0.1", 9123
+TLS = ("/certs/cert.pem", "/keys/key.pem")
+APP = "apps.asgi_user:app"
+
+
+def value_after(argv: list[str], flag: str) -> str:
+    assert flag in argv, argv
+    return argv[argv.index(flag) + 1]
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_argv_is_data_and_names_the_app_host_and_port(name: str) -> None:
+    spec = SERVERS[name]
+    assert isinstance(spec.argv, Argv)
+    argv = spec.command(APP, HOST, PORT)
+    assert all(isinstance(arg, str) and "{" not in arg for arg in argv), argv
+    assert APP in argv
+    text = " ".join(argv)
+    assert HOST in text and str(PORT) in text
+    if spec.kind == "baseline":
+        assert argv[:3] == [sys.executable, str(BARE_FILE), APP]
+    else:
+        assert argv[0].endswith(spec.argv.program)
+    if spec.kind == "toy":
+        assert value_after(argv, "--server") == name
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_workers_are_honoured_or_refused_with_the_reason(name: str) -> None:
+    spec = SERVERS[name]
+    if spec.multiprocess:
+        assert value_after(spec.command(APP, HOST, PORT), "--workers") == "1"
+        assert value_after(spec.command(APP, HOST, PORT, workers=3), "--workers") == "3"
+        assert spec.one_process is None
+    else:
+        assert "--workers" not in spec.command(APP, HOST, PORT)
+        assert spec.one_process
+        with pytest.raises(ValueError, match=f"{name} runs one process only"):
+            spec.command(APP, HOST, PORT, workers=2)
+    with pytest.raises(ValueError, match="workers must be 1 or more"):
+        spec.command(APP, HOST, PORT, workers=0)
+
+
+def test_the_servers_with_a_workers_option() -> None:
+    assert {n for n, s in SERVERS.items() if s.multiprocess} == {
+        "uvicorn", "uvicorn-h11", "hypercorn", "granian", "gunicorn"}
+    assert "daphne has no --workers" in str(SERVERS["daphne"].one_process)
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_tls_and_access_log_are_sections_of_the_argv(name: str) -> None:
+    spec = SERVERS[name]
+    plain = spec.command(APP, HOST, PORT)
+    if spec.argv.listen_tls is None:
+        with pytest.raises(ValueError, match=f"{name} does not serve HTTPS"):
+            spec.command(APP, HOST, PORT, tls=TLS)
+    else:
+        secure = spec.command(APP, HOST, PORT, tls=TLS)
+        text = " ".join(secure)
+        assert all(path in text for path in TLS) and str(PORT) in text
+        assert not any(path in " ".join(plain) for path in TLS)
+    if spec.argv.access_log is None:
+        with pytest.raises(ValueError, match=f"{name} writes no access log"):
+            spec.command(APP, HOST, PORT, access_log=True)
+    else:
+        logged = spec.command(APP, HOST, PORT, access_log=True)
+        assert logged != plain and set(spec.argv.access_log) <= set(logged)
+
+
+def test_uvicorn_argv_in_full() -> None:
+    argv = SERVERS["uvicorn"].command(APP, HOST, PORT, workers=2, access_log=True, tls=TLS)
+    assert argv[1:] == [APP, "--host", HOST, "--port", str(PORT), "--ssl-certfile", TLS[0],
+                        "--ssl-keyfile", TLS[1], "--http", "httptools", "--loop", "uvloop",
+                        "--log-level", "warning", "--access-log", "--workers", "2"]
+
+
+def test_the_app_comes_last_where_the_server_wants_it_last() -> None:
+    for name in ("hypercorn", "daphne", "granian", "gunicorn"):
+        assert SERVERS[name].command(APP, HOST, PORT, access_log=True)[-1] == APP, name
+
+
+def test_daphne_tls_escapes_its_endpoint_string() -> None:
+    argv = SERVERS["daphne"].command(APP, "::1", 8443, tls=("/a:b/c.pem", "/k\\ey.pem"))
+    assert value_after(argv, "-e") == ("ssl:8443:interface=\\:\\:1:privateKey=/k\\\\ey.pem:"
+                                       "certKey=/a\\:b/c.pem")
+    assert "-b" not in argv and "-p" not in argv
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_protocols_are_declared_from_the_known_set(name: str) -> None:
+    protocols = SERVERS[name].protocols
+    assert "http/1.1" in protocols and protocols <= PROTOCOLS
+
+
+@pytest.mark.parametrize("name", sorted(UNSUPPORTED))
+def test_protocols_agree_with_the_conformance_suite(name: str) -> None:
+    """WebSocket and h2c are tested by the suite; a declared gap means no such protocol."""
+    gaps, protocols = UNSUPPORTED[name], SERVERS[name].protocols
+    assert ("websocket" in protocols) == ("websocket" not in gaps)
+    h2c_gap = "http2" in gaps  # the suite's http2 feature is h2c with prior knowledge
+    assert ("h2c" in protocols) == (not h2c_gap)
+
+
+def test_the_baseline_is_registered_but_never_offered_by_default() -> None:
+    bare = get("bare")
+    assert (bare.kind, bare.interface, bare.module) == ("baseline", "asgi", None)
+    assert BARE_FILE.is_file()
+    assert "bare" not in available()
+    assert available(kinds=("baseline",)) == ["bare"]
+    with pytest.raises(ValueError, match="bare is a baseline server"):
+        bare.load()
+
+
+def test_two_workers_really_start_two_processes() -> None:
+    port = free_port()
+    argv = SERVERS["uvicorn"].command(APP, HOST, port, workers=2)
+    with ServerProcess(argv, port=port, startup_timeout=30) as server:
+        answer = httpx.post(server.url, content=b'{"id": 1, "name": "a", "email": "b"}',
+                            timeout=10)
+        assert answer.status_code == 200
+        children = psutil.Process(server.pid).children(recursive=True)
+        workers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+        assert len(workers) == 2, [c.cmdline() for c in children]
