@@ -13,7 +13,19 @@ same way for every row of every table:
 4. stop the whole process tree (SIGTERM, then SIGKILL after a grace period).
 
 A failure at any step ends that row as ``failed`` with the reason and the server's log tail
-(:class:`Measurement`); the experiment goes on with its next row. :func:`environment` gives
+(:class:`Measurement`); the experiment goes on with its next row.
+
+An experiment is then a short loop. ``bench workers``, for one, would be::
+
+    generator = load_generator("wrk")
+    for n in (1, 2, 4):
+        port = method.pick_port()
+        argv = get("uvicorn").command("apps.asgi_user:app", method.host, port, workers=n)
+        rows.append(measure_server(argv, port, label=f"uvicorn x{n}", method=method,
+                                   pinning=pinning, generator=generator, log_path=...))
+
+and ``bench h2`` the same over the servers whose ``protocols`` hold ``"h2c"``, with an
+h2load generator. :func:`environment` gives
 the provenance every results.json records: machine, Python, package versions, the load
 generator, and the project's git commit (:func:`git_state`).
 """

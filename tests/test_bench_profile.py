@@ -59,6 +59,8 @@ def test_pyinstrument_report_of_the_asgi_layer_names_the_app(tmp_path: Path) -> 
     assert data["server_command"][:4] == [sys.executable, "-m", "bench.profile", "--child"]
     assert "--duration" in data["wrk_command"] and data["machine"]["cores"] >= 1
     assert set(data["files"]) == {"profile.txt", "profile-top.txt", "profile.html"}
+    assert re.fullmatch(r"[0-9a-f]{40}", data["git"]["commit"]), data["git"]
+    assert data["load_generator"] == "wrk" and data["pinning"]["text"]
 
 
 @needs_wrk
