@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 from tests.support.echo_app import app as echo_app
 from tests.support.mock import FakeClockLoop, MockTransport
 from toyservers._server import ServerState
+from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
 from toyservers.raw_asyncio import (
     HIGH_WATER_LIMIT,
@@ -33,7 +35,6 @@ from toyservers.raw_asyncio import (
     check_partial_head,
     parse_request_head,
     serve,
-    split_target,
 )
 
 # --- parse_request_head (RFC 9112 §2.2, §3, §5) ------------------------------------------------
@@ -73,7 +74,6 @@ def test_obs_text_is_allowed_in_field_values() -> None:
     (b"G(T / HTTP/1.1\r\nHost: x", 400),
     (b"GET /a\tb HTTP/1.1\r\nHost: x", 400),
     (b"GET /\xff HTTP/1.1\r\nHost: x", 400),
-    (b"GET /#frag HTTP/1.1\r\nHost: x", 400),
     (b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x00b", 400),
     (b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x7fb", 400),
     (b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rb", 400),
@@ -171,6 +171,10 @@ def test_framing_content_length_chunked_keep_alive_and_expect() -> None:
     ([(b"content-length", b"")], 400),
     ([(b"content-length", "５".encode())], 400),
     ([(b"content-length", b"9" * 30)], 400),
+    ([(b"content-length", b"9223372036854775808")], 400),  # 2**63: an overflow (§6.3)
+    ([(b"transfer-encoding", b"gzip"), (b"transfer-encoding", b"chunked")], 501),
+    ([(b"transfer-encoding", b"chunked"), (b"transfer-encoding", b"chunked")], 400),
+    ([(b"host", b"a:b")], 400),
     ([(b"host", b"y")], 400),
     ([(b"host", b"a b")], 400),
     ([(b"host", b"x/y")], 400),
@@ -190,20 +194,6 @@ def test_host_is_required_in_1_1_only_and_never_twice() -> None:
     with pytest.raises(BadRequest) as info:
         body_framing("1.0", [(b"transfer-encoding", b"chunked")])
     assert info.value.status == 400
-
-
-def test_split_target_forms() -> None:
-    assert split_target("GET", b"/p/q?a=1?b") == (b"/p/q", b"a=1?b")
-    assert split_target("GET", b"http://example.com/p?x") == (b"/p", b"x")
-    assert split_target("GET", b"https://example.com") == (b"/", b"")
-    assert split_target("GET", b"http://example.com?x=1") == (b"/", b"x=1")
-    assert split_target("GET", b"http://example.com?x=/y") == (b"/", b"x=/y")
-    assert split_target("OPTIONS", b"*") == (b"*", b"")
-    assert split_target("CONNECT", b"example.com:443") == (b"example.com:443", b"")
-    for method, target in [("GET", b"*"), ("GET", b"example.com:443"), ("GET", b"p"),
-                           ("GET", b"ftp://x/y")]:
-        with pytest.raises(BadRequest):
-            split_target(method, target)
 
 
 # --- ChunkedDecoder (RFC 9112 §7.1) ------------------------------------------------------------
@@ -263,6 +253,38 @@ def test_chunked_decoder_refuses_malformed_framing(body: bytes) -> None:
     assert info.value.status == 400
 
 
+def test_chunked_decoder_stops_at_its_limit_and_goes_on_later() -> None:
+    decoder = ChunkedDecoder()
+    buffer = bytearray(b"1\r\nx\r\n" * 100 + b"0\r\n\r\nNEXT")
+    assert decoder.feed(buffer, limit=10) == b"x" * 10
+    assert len(buffer) == 90 * 6 + 9  # the rest waits in the buffer
+    assert decoder.feed(buffer) == b"x" * 90 and decoder.done and buffer == b"NEXT"
+
+
+def test_chunked_decoder_is_linear_in_tiny_chunks() -> None:
+    """Finding 4: 300k one-byte chunks took 3.5 s (a ``del`` and a regex per chunk)."""
+    def seconds(chunks: int) -> float:
+        best = float("inf")
+        for _ in range(3):
+            buffer = bytearray(b"1\r\nx\r\n" * chunks + b"0\r\n\r\n")
+            start = time.perf_counter()
+            assert len(ChunkedDecoder().feed(buffer, limit=chunks)) == chunks
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    small, large = seconds(25_000), seconds(200_000)
+    assert large < 16 * small, (small, large)  # linear: ~8x; quadratic: ~64x
+    assert large < 2.0, large  # ~0.2 s here
+
+
+def test_chunk_line_over_the_limit_in_one_read_is_refused() -> None:
+    line = b"5;" + b"a=b;" * 1100 + b"a=b\r\nhello\r\n0\r\n\r\n"
+    with pytest.raises(BadRequest) as info:
+        ChunkedDecoder().feed(bytearray(line))
+    assert info.value.status == 400
+    assert ChunkedDecoder(max_line=5000).feed(bytearray(line)) == b"hello"
+
+
 def test_chunked_decoder_limits_the_trailer_section() -> None:
     body = b"0\r\n" + b"X-A: b\r\n" * 5 + b"\r\n"
     ChunkedDecoder(max_trailers=5).feed(bytearray(body))
@@ -282,16 +304,27 @@ class Harness:
     def __init__(self, loop: FakeClockLoop, app: App, **config: Any) -> None:
         self.loop = loop
         self.state = ServerState(app, Config(**config), {"db": "ok"})
-        self.protocol = RawHTTPProtocol(self.state, loop=loop)
-        self.transport = MockTransport()
-        self.protocol.connection_made(self.transport)
+        self.protocol = self.connect()
+        self.transport: MockTransport = self.protocol.transport  # type: ignore[assignment]
+
+    def connect(self) -> RawHTTPProtocol:
+        """Another connection to the same server (made inside the loop, as asyncio does)."""
+        async def make() -> RawHTTPProtocol:
+            return RawHTTPProtocol(self.state)
+        protocol = self.loop.run_until_complete(make())
+        protocol.connection_made(MockTransport())
+        return protocol
 
     def spin(self, rounds: int = 20) -> None:
         for _ in range(rounds):
             self.loop.run_until_complete(asyncio.sleep(0))
 
+    def push(self, data: bytes) -> None:
+        """Deliver ``data`` on the loop, as the transport does; run nothing yet."""
+        self.loop.call_soon(self.protocol.data_received, data)
+
     def feed(self, data: bytes) -> bytes:
-        self.protocol.data_received(data)
+        self.push(data)
         self.spin()
         return self.transport.take()
 
@@ -649,7 +682,7 @@ def test_bad_response_headers_and_wrong_lengths_are_refused(loop: FakeClockLoop,
 
     h = Harness(loop, too_long)
     assert h.feed(GET).startswith(b"HTTP/1.1 500 ")
-    assert "longer than Content-Length" in caplog.text
+    assert "longer than its Content-Length" in caplog.text
 
 
 def test_disconnect_reaches_a_waiting_app_and_send_raises_oserror(loop: FakeClockLoop) -> None:
@@ -661,14 +694,14 @@ def test_disconnect_reaches_a_waiting_app_and_send_raises_oserror(loop: FakeCloc
         try:
             await send({"type": "http.response.start", "status": 200, "headers": []})
         except OSError as exc:
-            seen.append(type(exc).__name__)
+            seen.append(type(exc))
 
     h = Harness(loop, app)
     h.feed(GET)
     assert seen == [{"type": "http.request", "body": b"", "more_body": False}]
     h.protocol.connection_lost(None)
     h.spin()
-    assert seen[1:] == [{"type": "http.disconnect"}, "ClientDisconnected"]
+    assert seen[1:] == [{"type": "http.disconnect"}, ClientDisconnected]  # asgi.py's
     assert h.protocol not in h.state.connections
 
 
@@ -681,8 +714,7 @@ def test_limits_give_413_and_503(loop: FakeClockLoop) -> None:
                  b"3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 413 ")
     h = Harness(loop, hello_app, limit_concurrency=1)
-    other = RawHTTPProtocol(h.state, loop=loop)
-    other.connection_made(MockTransport())
+    h.connect()
     assert h.feed(GET).startswith(b"HTTP/1.1 503 ")
 
 
@@ -690,6 +722,10 @@ def test_empty_lines_before_a_request_line_are_ignored(loop: FakeClockLoop) -> N
     h = Harness(loop, hello_app)
     assert h.feed(b"\r\n\r\n" + GET).startswith(b"HTTP/1.1 200 OK")
     assert h.feed(b"\r\n") == b"" and h.feed(GET).startswith(b"HTTP/1.1 200 OK")
+    h = Harness(loop, hello_app, timeout_headers=2.0)
+    h.feed(b"\r\n")  # empty lines start the head's deadline: they cannot hold a connection
+    h.advance(2.1)
+    assert h.transport.closed
 
 
 def test_body_the_app_never_read_is_discarded_before_the_next_request(loop: FakeClockLoop
@@ -767,7 +803,7 @@ def test_random_bytes_never_break_the_protocol(loop: FakeClockLoop,
             piece = bytes(rng.choice(alphabet) for _ in range(size))
             if rng.random() < 0.3:
                 piece = GET[: rng.randint(0, len(GET))] + piece
-            h.protocol.data_received(piece)
+            h.push(piece)
         h.spin()
         h.advance(1.5)  # every deadline has passed: the connection must be answered or closed
         out = h.transport.take()
@@ -775,6 +811,168 @@ def test_random_bytes_never_break_the_protocol(loop: FakeClockLoop,
         if out:
             assert out.startswith(b"HTTP/1.1 ")
     assert not [record for record in caplog.records if record.levelname == "ERROR"]
+
+
+# --- issue 8 findings, on the mock transport ----------------------------------------------------
+
+
+@pytest.mark.parametrize("exc", [SystemExit, KeyboardInterrupt, asyncio.CancelledError])
+def test_app_base_exception_gets_500_and_the_server_goes_on(
+        loop: FakeClockLoop, caplog: pytest.LogCaptureFixture, exc: type[BaseException]) -> None:
+    """Finding 1: SystemExit or KeyboardInterrupt stopped the server; CancelledError left the
+    connection hanging."""
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["path"] == "/raise":
+            raise exc
+        await hello_app(scope, receive, send)
+
+    h = Harness(loop, app)
+    out = h.feed(b"GET /raise HTTP/1.1\r\nHost: x\r\n\r\n" + GET)
+    assert out.startswith(b"HTTP/1.1 500 ") and out.count(b"HTTP/1.1 ") == 1
+    assert b"connection: close" in out and h.transport.closed
+    assert "Exception in ASGI application" in caplog.text
+    other = Harness(loop, app)
+    assert other.feed(GET).startswith(b"HTTP/1.1 200 OK")
+
+
+def test_no_100_continue_once_the_response_has_begun(loop: FakeClockLoop) -> None:
+    """Finding 2: an app streaming before its first receive() got 100 Continue written into
+    its body (RFC 9110 §15.2: a 1xx only before the final response)."""
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        message = await receive()
+        await send({"type": "http.response.body", "body": message["body"]})
+
+    h = Harness(loop, app)
+    out = h.feed(b"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                 b"Content-Length: 2\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200 OK") and b"100 Continue" not in out
+    assert b"connection: close" in out  # the client may never send the body it offered
+    out += h.feed(b"ok")
+    assert b"100 Continue" not in out and out.endswith(b"5\r\nfirst\r\n2\r\nok\r\n0\r\n\r\n")
+
+
+def test_100_continue_after_start_while_the_head_is_still_held(loop: FakeClockLoop) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        message = await receive()  # nothing of the response is on the wire yet
+        await send({"type": "http.response.body", "body": message["body"]})
+
+    h = Harness(loop, app)
+    out = h.feed(b"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                 b"Content-Length: 2\r\n\r\n")
+    assert out == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert h.feed(b"ok").startswith(b"HTTP/1.1 200 OK") and not h.transport.closed
+
+
+def _mistake(status: Any, headers: list[Any], *bodies: tuple[bytes, bool]) -> App:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        for body, more in bodies:
+            await send({"type": "http.response.body", "body": body, "more_body": more})
+    return app
+
+
+@pytest.mark.parametrize("app", [
+    _mistake(100, [], (b"x", False)),
+    _mistake(101, [(b"upgrade", b"websocket")], (b"", False)),
+    _mistake(1000, [], (b"x", False)),
+    _mistake(0, [], (b"x", False)),
+    _mistake(-1, [], (b"x", False)),
+    _mistake(200, [(b"content-length", b"1"), (b"content-length", b"2")], (b"x", False)),
+    _mistake(200, [(b"transfer-encoding", b"gzip")], (b"x", True), (b"y", False)),
+    _mistake(200, [(b"content-length", b"+5")], (b"hello", False)),
+    _mistake(200, [(b"content-length", b"1_0")], (b"x" * 10, False)),
+    _mistake(200, [(b"content-length", b"2")], (b"abc", False)),
+    _mistake(103, [(b"content-length", b"2")], (b"ok", False)),
+    _mistake(200, [(b"x bad", b"1")], (b"ok", False)),
+    _mistake(200, [], ("text", False)),
+], ids=["100", "101", "1000", "0", "-1", "two-lengths", "gzip", "+5", "1_0", "over-length",
+        "103", "bad-name", "str-body"])
+def test_app_response_mistakes_give_500_before_any_byte(loop: FakeClockLoop, app: App,
+                                                        caplog: pytest.LogCaptureFixture
+                                                        ) -> None:
+    """Finding 3: app mistakes went out as broken framing on a kept-alive connection."""
+    h = Harness(loop, app)
+    out = h.feed(GET + GET)
+    status, fields, body = split_response(out)
+    assert status == b"HTTP/1.1 500 Internal Server Error" and fields[b"connection"] == b"close"
+    assert body == b"Internal Server Error" and h.transport.closed  # the pipelined GET: never
+    assert "Exception in ASGI application" in caplog.text
+
+
+def test_tiny_chunks_are_decoded_only_up_to_the_high_water_mark(loop: FakeClockLoop) -> None:
+    """Finding 4: a burst of one-byte chunks is decoded no further than HIGH_WATER_LIMIT bytes
+    of body waiting for the app; then reading pauses until the app takes them."""
+    gate = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await gate.wait()
+        await echo_app(scope, receive, send)
+
+    chunks = HIGH_WATER_LIMIT + 5000
+    h = Harness(loop, app)
+    h.feed(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+           + b"1\r\nx\r\n" * chunks + b"0\r\n\r\n")
+    cycle = h.protocol.cycle
+    assert cycle is not None and len(cycle.body) == HIGH_WATER_LIMIT
+    assert h.transport.reading_paused and len(h.protocol.buffer) == 5000 * 6 + 5
+    gate.set()
+    h.spin(50)
+    assert json.loads(split_response(h.transport.take())[2])["body"] == "x" * chunks
+    assert not h.transport.reading_paused and h.protocol.phase == "head"
+
+
+@pytest.mark.parametrize(("head", "status"), [
+    (b"GET example.com:443 HTTP/1.1\r\nHost: x", 400),  # authority-form: CONNECT only
+    (b"CONNECT /p HTTP/1.1\r\nHost: x", 400),
+    (b"GET * HTTP/1.1\r\nHost: x", 400),  # asterisk-form: OPTIONS only
+    (b"GET http:///p HTTP/1.1\r\nHost: x", 400),  # absolute-form without an authority
+    (b"GET /#frag HTTP/1.1\r\nHost: x", 400),
+    (b"GET p HTTP/1.1\r\nHost: x", 400),
+    (b"GET / HTTP/1.1\r\nHost: a:b", 400),  # RFC 9112 §3.2: the port is digits
+    (b"GET / HTTP/1.1\r\nHost: a\"b", 400),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n"
+     b"Transfer-Encoding: chunked", 501),  # one list over several lines (RFC 9110 §5.3)
+    (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     b"Transfer-Encoding: chunked", 400),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;"
+     + b"a=b;" * 1100 + b"a=b\r\nhello\r\n0", 400),  # chunk extensions over the limit
+])
+def test_strict_request_parsing(loop: FakeClockLoop, head: bytes, status: int) -> None:
+    """Finding 5: request-target forms, Host values, Transfer-Encoding over several lines and
+    chunk extensions past MAX_CHUNK_LINE in a single read are refused."""
+    h = Harness(loop, echo_app)
+    out = h.feed(head + b"\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 %d " % status) and h.transport.closed
+
+
+@pytest.mark.parametrize(("target", "path", "query"), [
+    (b"http://example.com/p?q=1", "/p", b"q=1"), (b"*", "*", b"")])
+def test_absolute_and_asterisk_forms_are_served(loop: FakeClockLoop, target: bytes, path: str,
+                                                query: bytes) -> None:
+    h = Harness(loop, echo_app)
+    out = h.feed(b"OPTIONS " + target + b" HTTP/1.1\r\nHost: example.com\r\n\r\n")
+    echoed = json.loads(split_response(out)[2])
+    assert (echoed["path"], echoed["query_string"]) == (path, query.decode())
+
+
+def test_access_log_is_written_from_the_raw_target_when_the_response_starts(
+        loop: FakeClockLoop, caplog: pytest.LogCaptureFixture) -> None:
+    """Finding 6: one line format (asgi.log_access), from the raw path, at response start."""
+    caplog.set_level("INFO", logger="toyservers.access")
+    gate = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await gate.wait()
+        await send({"type": "http.response.body", "body": b""})
+
+    h = Harness(loop, app)
+    h.feed(b"GET /a%0d%0ab?q=%1b HTTP/1.1\r\nHost: x\r\n\r\n")
+    lines = [r.getMessage() for r in caplog.records if r.name == "toyservers.access"]
+    assert lines == ['127.0.0.1:50000 - "GET /a%0d%0ab?q=%1b HTTP/1.1" 201']  # body not sent
 
 
 # --- end to end: the real server on 127.0.0.1 ------------------------------------------------
@@ -792,6 +990,9 @@ async def e2e_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     elif scope["path"] == "/sleep":
         await asyncio.sleep(0.2)
         await hello_app(scope, receive, send)
+    elif scope["path"] == "/raise":
+        raise {b"exit": SystemExit(1), b"interrupt": KeyboardInterrupt(),
+               b"cancel": asyncio.CancelledError()}[scope["query_string"]]
     else:
         await echo_app(scope, receive, send)
 
@@ -855,6 +1056,14 @@ def test_e2e_raw_pipelining_and_bad_requests(server_port: int) -> None:
     assert out.startswith(b"HTTP/1.1 400 ") and out.count(b"HTTP/1.1") == 1
     out = raw_exchange(server_port, b"GET / HTTP/2.0\r\nHost: x\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 505 ")
+
+
+@pytest.mark.parametrize("exc", ["exit", "interrupt", "cancel"])
+def test_e2e_app_base_exception_gets_500_and_the_server_keeps_serving(server_port: int,
+                                                                      exc: str) -> None:
+    out = raw_exchange(server_port, b"GET /raise?%s HTTP/1.1\r\nHost: x\r\n\r\n" % exc.encode())
+    assert out.startswith(b"HTTP/1.1 500 ") and b"connection: close" in out
+    assert httpx.get(f"http://127.0.0.1:{server_port}/after", timeout=5).status_code == 200
 
 
 def test_e2e_slow_headers_get_408(server_port: int) -> None:

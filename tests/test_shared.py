@@ -80,9 +80,11 @@ def test_host_status(hosts: list[bytes], version: str, status: int) -> None:
 
 @pytest.mark.parametrize(("method", "target", "expected"), [
     ("GET", b"/p?q=1", (b"/p", b"q=1")),
+    ("GET", b"/p/q?a=1?b", (b"/p/q", b"a=1?b")),  # the query runs from the first "?"
     ("GET", b"/", (b"/", b"")),
     ("GET", b"http://example.com/p?q", (b"/p", b"q")),
     ("GET", b"HTTPS://example.com", (b"/", b"")),
+    ("GET", b"http://example.com?x=/y", (b"/", b"x=/y")),  # a "/" in the query is no path
     ("GET", b"http://user@example.com:80/x", (b"/x", b"")),
     ("OPTIONS", b"*", (b"*", b"")),
     ("CONNECT", b"example.com:443", (b"example.com:443", b"")),
@@ -222,6 +224,14 @@ def test_framer_sends_no_content_after_head_204_304() -> None:
         framer = ResponseFramer(head_request=False, http10=False, keep_alive=True)
         framer.start(status, [], [])
         assert framed(framer, (b"", False)) == STATUS_LINES[status] + b"\r\n"
+
+
+def test_framer_checks_the_length_before_taking_the_head() -> None:
+    framer = ResponseFramer(head_request=False, http10=False, keep_alive=True)
+    framer.start(200, [(b"content-length", b"2")], [])
+    with pytest.raises(ResponseError):
+        framer.body(b"abc", False)
+    assert not framer.head_sent  # nothing went out: the caller can still answer 500
 
 
 def test_framer_refuses_a_body_that_is_not_bytes() -> None:

@@ -316,6 +316,10 @@ class ResponseFramer:
         """
         if type(body) is not bytes:
             raise ResponseError(f"response body must be bytes, not {type(body).__name__}")
+        if self.remaining is not None and not self.no_body:  # checked before the head is
+            self.remaining -= len(body)  # taken: when this raises, nothing was written yet
+            if self.remaining < 0:
+                raise ResponseError("response body longer than its Content-Length")
         data = b"" if self.head_sent else self._head(body, more_body)
         if self.no_body:
             return data
@@ -323,10 +327,6 @@ class ResponseFramer:
             if body:
                 data += b"%x\r\n%s\r\n" % (len(body), body)
             return data + LAST_CHUNK if not more_body else data
-        if self.remaining is not None:
-            self.remaining -= len(body)
-            if self.remaining < 0:
-                raise ResponseError("response body longer than its Content-Length")
         return data + body if data else body
 
     @property
