@@ -7,19 +7,18 @@ wants more bytes, ``PAUSED`` when the client is ahead of us); the ASGI side turn
 messages into ``Response``/``Data``/``EndOfMessage`` events and ``conn.send`` turns those into
 bytes for ``transport.write``. Each request runs the app in its own Task
 (``RequestResponseCycle.run_asgi``); when both sides are ``DONE``, ``start_next_cycle`` readies
-the connection for the next request. h11 is strict about most of the grammar; what it lets
-through (bare LF line ends, control bytes and obs-fold in fields, Transfer-Encoding beside
-Content-Length or with unknown codings, repeated Content-Length, our size limits) is checked on
-the raw header block before h11 sees it (``check_head``), and the chunk-size lines it reads
-without validating are followed by ``ChunkScanner``.
+the connection for the next request. h11 checks the grammar; ``request_status`` adds what h11
+lets through, with the shared checks of ``toyservers.http1``. Where h11 decides otherwise than
+our contract (obs-fold, bare LF, repeated Content-Length, 501 for any Transfer-Encoding but
+``chunked``, chunk extensions), toy-h11 goes with h11: see ``tests/hostile/corpus.py``.
 
 Deliberately left out: WebSocket and other protocol upgrades (served as plain HTTP), CONNECT
 (501), HTTP/1.0 keep-alive (h11 always closes HTTP/1.0 connections, which RFC 9112 §9.3
 allows), request trailers (h11 parses and drops them), ``http.response.trailers``, zero-copy
 file responses, TLS beyond what asyncio's ``ssl=`` gives.
 
-Spec: RFC 9112 §2-§3 (message and request line), §5 (field syntax, obs-fold), §6-§7 (body
-length, chunked coding), §9 (persistence, pipelining); RFC 9110 §7.2 (Host), §10.1.1 (Expect),
+Spec: RFC 9112 §2-§3 (message and request line), §5 (field syntax), §6-§7 (body length,
+chunked coding), §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §10.1.1 (Expect),
 §15 (status codes). ASGI 3.0 HTTP connection scope, ``http.request``, ``http.disconnect``,
 ``http.response.start`` and ``http.response.body``
 (https://asgi.readthedocs.io/en/latest/specs/www.html); lifespan via ``toyservers.lifespan``.
@@ -30,296 +29,143 @@ Compare with: uvicorn/protocols/http/h11_impl.py (and h11's examples/trio-server
 from __future__ import annotations
 
 import asyncio
-import http
 import logging
-import re
 import socket
+from itertools import chain
+from operator import itemgetter
 from typing import Any
-from urllib.parse import unquote
 
 import h11
 
-from toyservers._server import ServerState, run_server, serve_protocol, tls_extension
-from toyservers._types import ASGIApp, Headers, Message
+from toyservers import asgi, http1
+from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
+from toyservers._types import ASGIApp, Message, Scope
+from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
-from toyservers.flow_control import HIGH_WATER_LIMIT, FlowControl
+from toyservers.flow_control import HIGH_WATER_LIMIT
 
 # --- constants -------------------------------------------------------------------------------
 
 logger = logging.getLogger("toyservers.error")
-access_logger = logging.getLogger("toyservers.access")
 
-MAX_CONTENT_LENGTH = 2**63 - 1
-"""Largest Content-Length we accept; larger is an overflow (RFC 9112 §6.3 p5: invalid)."""
-
-STATUS_PHRASES = {s.value: s.phrase.encode() for s in http.HTTPStatus}
-METHODS = {m: m.decode() for m in (b"GET", b"POST", b"PUT", b"DELETE", b"HEAD", b"PATCH")}
-NO_BODY_STATUSES = frozenset({204, 304})
-DEFAULT_HEADER_NAMES = frozenset({b"date", b"server"})
-CONTENT_LENGTH = b"\ncontent-length:"
-TRANSFER_ENCODING = b"\ntransfer-encoding:"
 END_OF_MESSAGE = h11.EndOfMessage()
-# Control bytes other than HTAB, CR and LF: never valid in a head (RFC 9110 §5.5: field-vchar
-# is VCHAR / obs-text). h11 rejects only NUL and whitespace controls.
-CTL = bytes(range(0x00, 0x09)) + b"\x0b\x0c" + bytes(range(0x0e, 0x20)) + b"\x7f"
-TOKEN = rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+"
-QUOTED = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"'
-# RFC 9112 §7.1 and §7.1.1: chunk-size [ chunk-ext ] CRLF, with at most 16 hex digits (64 bits).
-CHUNK_EXT = rb"[ \t]*;[ \t]*%s(?:[ \t]*=[ \t]*(?:%s|%s))?" % (TOKEN, TOKEN, QUOTED)
-CHUNK_LINE = re.compile(rb"(?P<size>[0-9A-Fa-f]{1,16})(?:%s)*[ \t]*\r\n" % CHUNK_EXT)
-MAX_CHUNK_LINE = 4096
+# Events pulled out of h11 in one go before the loop gets a turn: a burst of 1-byte chunks is
+# 300k Data events of ~8 µs each, and no other connection may wait for all of them.
+MAX_EVENTS = 512
 
 
 # --- wire helpers ----------------------------------------------------------------------------
 
 
-def h11_response(status: int, headers: Headers) -> h11.Response:
-    """The ``h11.Response`` for ``status`` and the app's ``headers`` (RFC 9112 §4 status line).
+def request_status(event: h11.Request, headers: list[tuple[bytes, bytes]], config: Config
+                   ) -> int:
+    """0 when the request h11 parsed may go to the app, else the status to refuse it with.
 
-    Raises h11.LocalProtocolError for an invalid status or header, as h11 does.
+    h11 has checked the request line and field syntax, one Host in HTTP/1.1, Content-Length
+    digits and a lone ``Transfer-Encoding: chunked``; this checks what it lets through.
     """
-    return h11.Response(status_code=status, headers=headers,
-                        reason=STATUS_PHRASES.get(status, b""))
-
-
-def _field_values(low: bytes, name: bytes) -> list[bytes]:
-    """Every comma-separated element of the fields ``name`` in a lowercased header block."""
-    values = []
-    start = low.find(name)
-    while start >= 0:
-        stop = low.find(b"\r", start)
-        values += [v.strip(b" \t") for v in low[start + len(name): stop].split(b",")]
-        start = low.find(name, stop)
-    return [v for v in values if v]
-
-
-def check_head(buf: bytes | bytearray, end: int, config: Config) -> tuple[int, bool]:
-    """Check a complete request head for what h11 accepts but the contract rejects.
-
-    ``buf[:end + 4]`` is the head, ``end`` the offset of its final ``\\r\\n\\r\\n``. Returns
-    ``(status, chunked)``: status 0 when h11 may parse it, else the one to answer with (then
-    close), and whether the body is chunked. Statuses:
-
-    - 414: request line over ``config.max_request_line`` bytes;
-    - 431: header block over ``config.max_header_size`` bytes, or over ``config.max_headers``
-      fields;
-    - 400: a bare LF (RFC 9112 §2.2); a control byte (RFC 9110 §5.5); obs-fold or whitespace
-      before the first field (§5.2, §2.2); duplicate, differing or overflowing Content-Length
-      (§6.3 p5); Transfer-Encoding with Content-Length or in HTTP/1.0 (§6.1); a final coding
-      other than chunked, or chunked twice (§6.3 p4, §7);
-    - 413: Content-Length over ``config.max_body_size``;
-    - 501: a transfer coding we do not implement (§6.1).
-
-    Request line syntax, field syntax and Host are left to h11.
-    """
-    line_end = buf.find(b"\r\n", 0, end + 2)
-    if line_end > config.max_request_line:
-        return 414, False
-    if end - line_end > config.max_header_size:
-        return 431, False
-    fields = buf.count(b"\r\n", 0, end)
-    if fields > config.max_headers:
-        return 431, False
-    # h11 splits lines on a lone LF too; "A recipient ... MUST NOT" treat it as CRLF here.
-    if buf.count(b"\n", 0, end + 4) != fields + 2 or len(buf[:end].translate(None, CTL)) != end:
-        return 400, False
-    if buf.find(b"\n ", 0, end) >= 0 or buf.find(b"\n\t", 0, end) >= 0:
-        return 400, False  # h11 unfolds obs-fold; we reject it, as RFC 9112 §5.2 allows
-    if not fields:
-        return 0, False
-    low = bytes(buf[line_end:end + 2]).lower()
-    lengths = low.count(CONTENT_LENGTH)
-    if TRANSFER_ENCODING in low:
-        if lengths or buf[line_end - 3:line_end] == b"1.0":
-            return 400, False
-        codings = _field_values(low, TRANSFER_ENCODING)
-        if not codings or codings[-1] != b"chunked" or codings.count(b"chunked") > 1:
-            return 400, False
-        return (501 if len(codings) > 1 else 0), True
-    if lengths > 1:
-        return 400, False
-    start = low.find(CONTENT_LENGTH)
-    # Fast path: h11 checks the digits; only a long value can overflow (or be a list).
-    if lengths and (config.max_body_size is not None or low.find(b"\r", start) - start > 32):
-        values = set(_field_values(low, CONTENT_LENGTH))
-        value = values.pop() if len(values) == 1 else b"x"
-        if not value.isdigit() or len(value) > 19 or int(value) > MAX_CONTENT_LENGTH:
-            return 400, False
-        if config.max_body_size is not None and int(value) > config.max_body_size:
-            return 413, False
-    return 0, False
-
-
-def check_partial_head(buf: bytes | bytearray, config: Config) -> int:
-    """Like ``check_head`` for a head still arriving: 0 to keep reading, else the status."""
-    line_end = buf.find(b"\n")
-    if line_end < 0:
-        return 414 if len(buf) > config.max_request_line else 0
-    if line_end > config.max_request_line + 1:
-        return 414
-    if len(buf) - line_end > config.max_header_size:
-        return 431
-    crlf = buf.count(b"\r\n")
-    if buf.count(b"\n") != crlf:
-        return 400  # a bare LF: h11 would take "\n\n" as the end of the head
-    return 431 if crlf > config.max_headers + 1 else 0
-
-
-class ChunkScanner:
-    """Follows a chunked body beside h11 to check the lines h11 reads without validating.
-
-    h11 frames the body; it takes anything after ``;`` on a chunk-size line as an extension
-    and discards it. ``feed(data)`` walks the same bytes and returns False at a chunk-size
-    line that is not ``1*16HEXDIG *(BWS ";" BWS token [BWS "=" BWS (token / quoted-string)])
-    CRLF`` (RFC 9112 §7.1, §7.1.1) or a trailer line not ending in CRLF (§7.1.2, §2.2).
-    ``done`` turns True after the trailer section's empty line.
-    """
-
-    __slots__ = ("line", "remaining", "trailers", "done")
-
-    def __init__(self) -> None:
-        self.line = b""  # a line split across reads
-        self.remaining = 0  # chunk data bytes still to skip, plus their CRLF
-        self.trailers = False
-        self.done = False
-
-    def feed(self, data: bytes) -> bool:
-        start, size = 0, len(data)
-        while start < size and not self.done:
-            if self.remaining:
-                skip = min(self.remaining, size - start)
-                start += skip
-                self.remaining -= skip
-                continue
-            stop = data.find(b"\n", start)
-            if stop < 0:
-                self.line += data[start:]
-                return len(self.line) <= MAX_CHUNK_LINE
-            line = self.line + data[start:stop + 1]
-            self.line = b""
-            start = stop + 1
-            if line[-2:-1] != b"\r":
-                return False
-            if self.trailers:
-                self.done = line == b"\r\n"  # h11 checks the trailer fields themselves
-                continue
-            match = CHUNK_LINE.fullmatch(line)
-            if match is None:
-                return False
-            chunk = int(match["size"], 16)
-            if chunk:
-                self.remaining = chunk + 2  # h11 checks the CRLF after the data
-            else:
-                self.trailers = True
-        return True
-
-
-def _addr(transport: asyncio.BaseTransport, name: str) -> tuple[str, int] | None:
-    info = transport.get_extra_info(name)
-    if isinstance(info, tuple) and len(info) >= 2:
-        return (str(info[0]), int(info[1]))
-    return None
+    if event.http_version[:1] != b"1":
+        return 505  # RFC 9110 §15.6.6: the major version is not supported
+    if len(event.method) + len(event.target) + 10 > config.max_request_line:
+        return 414  # RFC 9110 §15.5.15
+    count = len(headers)  # each field line is name ": " value CRLF
+    if count > config.max_headers or sum(map(len, chain.from_iterable(headers))) + 4 * count \
+            > config.max_header_size:
+        return 431  # RFC 6585 §5
+    # RFC 9110 §5.5: field values are VCHAR, obs-text, SP and HTAB; h11 lets other controls by
+    if http1.bad_field_value(b" ".join(map(itemgetter(1), headers))):
+        return 400
+    fields = dict(headers)  # h11 allows one Host, Content-Length and Transfer-Encoding each
+    version = "1.0" if event.http_version == b"1.0" else "1.1"
+    length = fields.get(b"content-length")
+    if b"transfer-encoding" in fields:
+        return http1.transfer_coding_status(b"chunked", version, length is not None)
+    if length is not None:
+        if int(length) > http1.MAX_CONTENT_LENGTH:
+            return 400  # RFC 9112 §6.3 rule 5: an overflowing length is invalid
+        if config.max_body_size is not None and int(length) > config.max_body_size:
+            return 413  # RFC 9110 §15.5.14
+    host = fields.get(b"host")
+    return http1.host_status([] if host is None else [host], version)
 
 
 # --- the protocol class ----------------------------------------------------------------------
 
 
-class H11Protocol(asyncio.Protocol):
-    """One HTTP/1.1 connection: feeds h11, starts a ``RequestResponseCycle`` per request.
+class H11Protocol(HTTPProtocol):
+    """One HTTP/1.1 connection: feeds h11, starts a ``RequestResponseCycle`` per request."""
 
-    Adds itself to ``state.connections`` while the connection lives; ``shutdown()`` closes it
-    now when idle, or after the response in flight.
-    """
+    __slots__ = ("conn", "cycle", "pipelined", "body_size", "access_log")
 
     def __init__(self, state: ServerState) -> None:
-        self.state = state
-        self.config = config = state.config
-        self.app = state.app
-        self.loop = asyncio.get_running_loop()
+        super().__init__(state)
+        config = self.config
+        # h11 answers 431 to a head still incomplete past this size; complete heads are
+        # measured against the limits in request_status.
         self.conn = h11.Connection(
             h11.SERVER, max_incomplete_event_size=config.max_request_line + config.max_header_size
         )
-        self.access_log = config.access_log and access_logger.isEnabledFor(logging.INFO)
-        self.root_path = config.root_path
-        self.transport: asyncio.Transport = None  # type: ignore[assignment]
-        self.flow: FlowControl = None  # type: ignore[assignment]
-        self.client: tuple[str, int] | None = None
-        self.server: tuple[str, int] | None = None
-        self.scheme = "http"
-        self.tls: dict[str, Any] | None = None  # the ASGI tls extension, over TLS
         self.cycle: RequestResponseCycle | None = None
-        # Head scanning: True while the next bytes belong to a request head not yet checked
-        # complete; a head that spans several reads is kept in ``head`` until it is.
-        self.expect_head = True
-        self.head = bytearray()
-        self.chunks: ChunkScanner | None = None  # checks chunk-size lines of a chunked body
-        # Deadlines. Keep-alive is checked lazily: ``idle_since`` (loop time, seconds) is set
-        # when the connection goes idle and cleared when bytes arrive, and one timer re-arms
-        # itself for what is left, so a busy connection does not pay a call_later per request.
-        self.idle_since: float | None = None
-        self.keep_alive_timer: asyncio.TimerHandle | None = None
-        self.head_timer: asyncio.TimerHandle | None = None  # whole head, from its first byte
-        self.body_timer: asyncio.TimerHandle | None = None  # silence while a body arrives
+        self.pipelined = False  # h11 holds bytes of the next request (it said PAUSED)
+        self.body_size = 0  # request body bytes received, for max_body_size
+        self.access_log = config.access_log and logging.getLogger(
+            "toyservers.access").isEnabledFor(logging.INFO)
 
     # Protocol interface
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self.state.connections.add(self)
-        self.transport = transport
-        self.flow = FlowControl(transport)
-        self.client = _addr(transport, "peername")
-        self.server = _addr(transport, "sockname")
-        self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
-        self.tls = tls_extension(transport, self.state)
-
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
-        if self.expect_head:
-            checked = self.scan_head(data)
-            if not checked:
-                return  # refused, or only empty lines (the keep-alive timer keeps running)
-            data = checked
-        elif self.chunks is not None and not self.chunks.done and not self.chunks.feed(data):
-            self.send_error(400)
-            return
-        self.idle_since = None
-        if self.body_timer is not None:
-            self.body_timer.cancel()
-            self.body_timer = None
+        state = self.conn.their_state
+        if state is h11.MUST_CLOSE:
+            return  # RFC 9112 §9.6: after "close", a server "MUST NOT process any further
+            # requests received on that connection"
+        if state is h11.IDLE and self.deadline.kind != "head":
+            # The first bytes of a request. RFC 9112 §2.2: "a server that is expecting to
+            # receive and parse a request-line SHOULD ignore at least one empty line (CRLF)
+            # received prior to the request-line" (h11 would refuse it).
+            while data[:2] == b"\r\n":
+                data = data[2:]
+            if not data:
+                return
+            self.deadline.set("head", self.config.timeout_headers)
         self.conn.receive_data(data)
-        try:
-            self.handle_events()
-        except Exception:  # never let one connection's bytes reach the event loop
-            logger.exception("unexpected error while handling a request")
-            self.transport.close()
+        self.handle_events()
     # --8<-- [end:data_received]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.state.connections.discard(self)
-        for timer in (self.keep_alive_timer, self.head_timer, self.body_timer):
-            if timer is not None:
-                timer.cancel()
+        super().connection_lost(exc)
         cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:
+        if cycle is not None:
             cycle.disconnected = True
             cycle.wake()
-        if self.flow is not None:
-            self.flow.resume_writing()  # wake a send() waiting on drain; it sees disconnected
 
-    def eof_received(self) -> bool | None:
-        # The client closed its side. A FIN looks the same whether it half-closed or went
-        # away; like uvicorn we take it as gone: the transport closes and the app sees
-        # http.disconnect.
-        return None
+    def on_timeout(self, kind: str) -> None:
+        """``idle``: close silently (RFC 9112 §9.5). A head or body that came too slowly gets
+        408 (RFC 9110 §15.5.9: "the server did not receive a complete request message within
+        the time that it was prepared to wait"), then the connection closes."""
+        if kind == "idle":
+            super().on_timeout(kind)
+        else:
+            self.send_error(408)
 
-    def pause_writing(self) -> None:
-        self.flow.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.flow.resume_writing()
+    def send_error(self, status: int) -> None:
+        """Answer ``status`` with ``Connection: close`` and close; only close when part of a
+        response is on the wire already (h11's side is past ``SEND_RESPONSE``)."""
+        cycle = self.cycle
+        if cycle is not None:
+            cycle.disconnected = True  # the app's receive() sees http.disconnect, send() raises
+            cycle.wake()
+        our_state = self.conn.our_state
+        if not self.transport.is_closing() and (
+                our_state is h11.IDLE or our_state is h11.SEND_RESPONSE):
+            head = cycle is not None and cycle.scope["method"] == "HEAD"
+            self.transport.write(http1.error_response(
+                status, self.state.default_headers_bytes, head=head))
+        self.transport.close()
 
     def shutdown(self) -> None:
-        """Graceful shutdown: close now if no response is in flight, else after it."""
+        """Graceful shutdown: close now if no response is in flight, else after it, and the
+        response then says ``Connection: close`` (RFC 9112 §9.6) if its head is not sent yet."""
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
             self.transport.close()
@@ -328,261 +174,142 @@ class H11Protocol(asyncio.Protocol):
 
     # Reading requests
 
-    def scan_head(self, data: bytes, fed: bool = False) -> bytes | None:
-        """Check head bytes before h11 parses them (``fed``: h11 already holds them).
-
-        Returns the bytes to hand to h11 (leading empty lines dropped: "a server ... SHOULD
-        ignore at least one empty line (CRLF) received prior to the request-line", RFC 9112
-        §2.2), or None when the request was refused.
-        """
-        if self.head:
-            self.head += data
-            buf: bytes | bytearray = self.head
-        else:
-            while not fed and data[:2] == b"\r\n":
-                data = data[2:]
-            buf = data
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            status = check_partial_head(buf, self.config)
-            if status:
-                self.send_error(status)
-                return None
-            if buf is data:
-                self.head += data
-            return data
-        status, chunked = check_head(buf, end, self.config)
-        if status:
-            self.send_error(status)
-            return None
-        self.expect_head = False
-        if chunked:
-            self.chunks = ChunkScanner()
-            if not self.chunks.feed(bytes(buf[end + 4:])):
-                self.send_error(400)
-                return None
-        self.head.clear()
-        return data
-
     # --8<-- [start:handle_events]
     def handle_events(self) -> None:
         """Pull events out of h11 until it needs more bytes or we must wait for the app."""
         conn = self.conn
-        while True:
+        if self.transport.is_closing():
+            return
+        for _ in range(MAX_EVENTS):
             try:
                 event = conn.next_event()
             except h11.RemoteProtocolError as exc:
-                self.send_error(exc.error_status_hint)
+                self.send_error(self.protocol_error_status(exc))
                 return
             kind = type(event)
             if kind is h11.Data:
+                data: bytes = event.data  # type: ignore[union-attr]
+                self.body_size += len(data)
+                max_body = self.config.max_body_size
+                if max_body is not None and self.body_size > max_body:
+                    self.send_error(413)  # a chunked body; a Content-Length is checked earlier
+                    return
                 cycle = self.cycle
                 if cycle is None or cycle.response_complete:
                     continue  # the app answered without reading the body: discard it
-                cycle.body += event.data  # type: ignore[union-attr]
-                cycle.body_size += len(event.data)  # type: ignore[union-attr]
-                max_body = self.config.max_body_size
-                if max_body is not None and cycle.body_size > max_body:
-                    self.send_error(413)  # chunked bodies; Content-Length is checked earlier
-                    return
-                if len(cycle.body) > HIGH_WATER_LIMIT:
-                    self.flow.pause_reading()
+                cycle.body.append(data)
+                cycle.body_len += len(data)
                 cycle.wake()
-            elif kind is h11.EndOfMessage:
-                if conn.our_state is h11.DONE:  # we answered before the body ended
-                    if not self.start_next_cycle():
-                        return
-                    continue
-                cycle = self.cycle
-                if cycle is not None:
-                    cycle.more_body = False
-                    cycle.wake()
-                # Whatever follows stays in h11's buffer until our response is DONE (RFC 9112
-                # §9.3.2: answer pipelined requests in order); nothing is read after a
-                # "Connection: close" or HTTP/1.0 request.
-                return
+                if cycle.body_len >= HIGH_WATER_LIMIT:
+                    # Enough for the app: stop reading until its receive() takes it.
+                    self.flow.pause_reading()
+                    self.deadline.clear()
+                    return
             elif kind is h11.Request:
                 if not self.on_request(event):  # type: ignore[arg-type]
                     return
+            elif kind is h11.EndOfMessage:
+                self.deadline.clear()
+                cycle = self.cycle
+                if cycle is not None and not cycle.response_complete:
+                    cycle.more_body = False
+                    cycle.wake()
+                    if conn.their_state is h11.MUST_CLOSE:
+                        return  # the last request: whatever follows is never read (§9.6)
+                elif conn.our_state is h11.DONE:  # we answered before the body ended
+                    self.start_next_cycle()
+                    return
             elif event is h11.NEED_DATA:
-                if self.expect_head:
-                    if self.head and self.head_timer is None:
-                        self.head_timer = self.loop.call_later(
-                            self.config.timeout_headers, self.on_deadline)
-                elif conn.their_state is h11.SEND_BODY and not self.flow.read_paused:
-                    self.arm_body_timer()
+                cycle = self.cycle
+                if cycle is not None and cycle.more_body:  # h11 is in SEND_BODY
+                    self.deadline.set("body", self.config.timeout_body)
+                self.flow.resume_reading()
                 return
             elif event is h11.PAUSED:
-                # The client sent the next request before we answered this one: stop reading
-                # until our response is DONE (RFC 9112 §9.3.2: answer pipelined requests in order).
+                # The client sent its next request before we answered this one. RFC 9112
+                # §9.3.2: answer pipelined requests in order; h11 keeps the bytes, and we stop
+                # reading more until start_next_cycle.
+                self.pipelined = True
                 self.flow.pause_reading()
                 return
             else:  # ConnectionClosed
                 return
+        # MAX_EVENTS pulled: let the other connections run, then go on from h11's buffer.
+        self.flow.pause_reading()
+        self.loop.call_soon(self.handle_events)
     # --8<-- [end:handle_events]
 
+    def protocol_error_status(self, exc: h11.RemoteProtocolError) -> int:
+        """h11's status hint, but 414 when its 431 is for a request line that has not ended."""
+        status: int = exc.error_status_hint
+        limit = self.config.max_request_line + 2
+        if status == 431 and self.cycle is None and b"\n" not in self.conn.trailing_data[0][:limit]:
+            status = 414  # RFC 9110 §15.5.15 (h11 sees only an incomplete head too large)
+        return status
+
     def on_request(self, event: h11.Request) -> bool:
-        """Build the ASGI scope and start the app's Task; False when we answered instead."""
-        if self.head_timer is not None:
-            self.head_timer.cancel()
-            self.head_timer = None
-        version = event.http_version
-        if version[:1] != b"1":
-            self.send_error(505)  # RFC 9110 §15.6.6: major version not supported
-            return False
-        if event.method == b"CONNECT":
-            self.send_error(501)
-            return False
-        state = self.state
-        limit = self.config.limit_concurrency
-        if limit is not None and (len(state.connections) > limit or len(state.tasks) >= limit):
+        """Check the request, build the ASGI scope and start the app's Task; False when we
+        answered instead (then the connection closes)."""
+        self.deadline.clear()
+        self.body_size = 0
+        headers = [(name.lower(), value) for name, value in event.headers.raw_items()]
+        status = request_status(event, headers, self.config)
+        method = event.method.decode("ascii")
+        try:
+            raw_path, query_string = http1.split_target(method, event.target)
+        except http1.BadTarget:
+            status = status or 400  # RFC 9112 §3.2: none of the four request-target forms
+        if not status and method == "CONNECT":
+            status = 501  # deliberately left out
+        if not status and at_concurrency_limit(self.state):
             logger.warning("exceeded concurrency limit; answering 503")
-            self.send_error(503)
+            status = 503
+        if status:
+            self.send_error(status)
             return False
-        raw_path, _, query_string = event.target.partition(b"?")
-        if raw_path[:1] != b"/" and b"://" in raw_path:
-            # absolute-form (RFC 9112 §3.2.2): the path is what follows the authority
-            slash = raw_path.find(b"/", raw_path.index(b"://") + 3)
-            raw_path = raw_path[slash:] if slash >= 0 else b"/"
-        path = raw_path.decode("ascii")
-        if "%" in path:
-            path = unquote(path)
-        root_path = self.root_path
-        if root_path:
-            path = root_path + path
-            raw_path = root_path.encode() + raw_path
-        method = event.method
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.4"},
-            "http_version": "1.0" if version == b"1.0" else "1.1",
-            "server": self.server,
-            "client": self.client,
-            "scheme": self.scheme,
-            "method": METHODS.get(method) or method.decode("ascii"),
-            "root_path": root_path,
-            "path": path,
-            "raw_path": raw_path,
-            "query_string": query_string,
-            "headers": [(name.lower(), value) for name, value in event.headers.raw_items()],
-            "state": state.lifespan_state.copy(),
-        }
-        if self.tls is not None:
-            scope["extensions"] = {"tls": self.tls}
+        version = "1.0" if event.http_version == b"1.0" else "1.1"
+        scope = http_scope(self.state, method, version, raw_path, query_string, headers, self)
         self.cycle = cycle = RequestResponseCycle(self, scope)
-        task = self.loop.create_task(cycle.run_asgi(self.app))
-        cycle.task = task
-        if not task.done():  # an eager task factory (Python 3.12+) may have run it to its end
-            state.tasks.add(task)  # run_asgi discards it as it ends
+        cycle.start_task(self.app)
         return True
 
+    # Between requests
+
     # --8<-- [start:start_next_cycle]
-    def start_next_cycle(self) -> bool:
+    def start_next_cycle(self) -> None:
         """Both sides are DONE: reset h11 for the next request.
 
-        Returns True when h11 already holds bytes of the next request (pipelined) that passed
-        ``scan_head``: the caller goes on with ``handle_events``. Otherwise the connection is
-        idle and the keep-alive timer runs (or the request was refused).
+        When h11 already holds the next request (pipelined), serve it now; reading stays
+        paused until h11 has used what it holds, so its buffer never grows past one read.
+        Otherwise the connection is idle, and the keep-alive deadline runs.
         """
         self.conn.start_next_cycle()
-        self.expect_head = True
-        self.chunks = None
-        self.flow.resume_reading()
-        pending = self.conn.trailing_data[0]
-        if pending:
-            return self.scan_head(pending, fed=True) is not None
-        self.idle_since = self.loop.time()
-        if self.keep_alive_timer is None:
-            self.keep_alive_timer = self.loop.call_later(
-                self.config.timeout_keep_alive, self.on_keep_alive)
-        return False
+        self.cycle = None
+        if self.pipelined:
+            self.pipelined = False
+            self.deadline.set("head", self.config.timeout_headers)
+            self.handle_events()
+        else:
+            self.deadline.set("idle", self.config.timeout_keep_alive)
+            self.flow.resume_reading()
     # --8<-- [end:start_next_cycle]
 
-    def on_response_complete(self) -> None:
-        """The response is sent: arm keep-alive and go on with any pipelined request."""
-        if self.transport.is_closing():
-            return
-        if self.conn.their_state is h11.DONE:
-            if self.start_next_cycle():
-                self.handle_events()
-        else:
-            # The app answered before reading the whole body: read and discard the rest.
-            self.flow.resume_reading()
-            self.arm_body_timer()
-
-    # Errors and timeouts
-
-    def on_keep_alive(self) -> None:
-        """Close a connection idle for ``timeout_keep_alive`` seconds, silently (RFC 9112 §9.5:
-        a server may close an idle connection at any time); if bytes came, wait again."""
-        self.keep_alive_timer = None
-        if self.idle_since is None:
-            return  # busy: re-armed when it next goes idle
-        left = self.idle_since + self.config.timeout_keep_alive - self.loop.time()
-        if left > 0:
-            self.keep_alive_timer = self.loop.call_later(left, self.on_keep_alive)
-        else:
+    def on_response_complete(self, keep_alive: bool) -> None:
+        """The response is sent: close, start the next cycle, or read and drop the rest of a
+        body the app did not wait for."""
+        if self.conn.our_state is h11.MUST_CLOSE or not keep_alive:
             self.transport.close()
-
-    def arm_body_timer(self) -> None:
-        """(Re)start the ``timeout_body`` inactivity deadline while a body arrives."""
-        if self.body_timer is not None:
-            self.body_timer.cancel()
-        self.body_timer = self.loop.call_later(self.config.timeout_body, self.on_deadline)
-
-    def on_deadline(self) -> None:
-        """The head or the body came too slowly: 408 when no response has started (RFC 9110
-        §15.5.9: "the server did not receive a complete request message within the time
-        that it was prepared to wait"), then close."""
-        self.head_timer = self.body_timer = None
-        if self.conn.their_state is h11.DONE:
-            self.transport.close()  # the body ended after all (an answered, discarded body)
+        elif self.conn.their_state is h11.DONE:
+            self.start_next_cycle()
         else:
-            self.send_error(408)
-
-    def send_error(self, status: int) -> None:
-        """Answer a request we refuse with ``status`` and ``Connection: close``, then close.
-
-        Sent through h11 while no response has started (our state IDLE or SEND_RESPONSE);
-        otherwise there is no valid response left to give, and we only close.
-        """
-        conn = self.conn
-        cycle = self.cycle
-        if cycle is not None and cycle.response_complete:
-            cycle = None  # a finished request; the refused one is the next on the connection
-        if cycle is not None:
-            cycle.keep_alive = False
-            if cycle.response_started:
-                self.transport.close()
-                return
-        if conn.our_state is h11.IDLE or conn.our_state is h11.SEND_RESPONSE:
-            body = b"" if cycle is not None and cycle.head_request else STATUS_PHRASES[status]
-            headers = [
-                *self.state.default_headers,
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", b"%d" % len(STATUS_PHRASES[status])),
-                (b"connection", b"close"),
-            ]
-            try:
-                data = conn.send(h11.Response(
-                    status_code=status, headers=headers, reason=STATUS_PHRASES[status]))
-                if body:
-                    data += conn.send(h11.Data(data=body))
-                data += conn.send(END_OF_MESSAGE)
-            except h11.LocalProtocolError:
-                logger.exception("could not frame a %d response", status)
-            else:
-                if cycle is not None:
-                    cycle.response_started = cycle.response_complete = True
-                self.transport.write(data)
-        self.transport.close()
+            self.handle_events()
 
 
 # --- the per-request cycle -------------------------------------------------------------------
 
 
-class RequestResponseCycle:
-    """One request: the app's ``receive`` and ``send``, and the task that runs it.
+class RequestResponseCycle(asgi.RequestResponseCycle):
+    """One request: the app's ``receive`` and ``send`` (``run_asgi`` comes from the base).
 
     ``body`` holds request bytes the app has not received yet; ``more_body`` turns False at
     h11's ``EndOfMessage``. The response head is framed when the first body message arrives
@@ -591,34 +318,23 @@ class RequestResponseCycle:
     one ``transport.write``.
     """
 
-    __slots__ = (
-        "protocol", "scope", "conn", "transport", "flow", "body", "body_size", "more_body",
-        "body_sent", "waiter", "disconnected", "keep_alive", "head_request", "response",
-        "response_started", "response_complete", "send_body", "default_lines", "expect_100",
-        "task",
-    )
+    __slots__ = ("conn", "transport", "flow", "body", "body_len", "more_body", "body_done",
+                 "waiter", "keep_alive", "expect_100", "fields", "status", "no_body")
 
-    def __init__(self, protocol: H11Protocol, scope: dict[str, Any]) -> None:
-        self.protocol = protocol
-        self.scope = scope
-        self.conn = protocol.conn
-        self.transport = protocol.transport
-        self.flow = protocol.flow
-        self.body = b""
-        self.body_size = 0
-        self.more_body = True
-        self.body_sent = False  # the app received the message with more_body False
-        self.waiter: asyncio.Future[None] | None = None
-        self.disconnected = False
-        self.keep_alive = True
-        self.head_request = scope["method"] == "HEAD"
-        self.response: h11.Response | None = None
-        self.response_started = False
-        self.response_complete = False
-        self.send_body = False  # the response may carry a body (not HEAD, 204 or 304)
-        self.default_lines = b""  # Date and Server lines the app did not set itself
-        self.task: asyncio.Task[None] | None = None
+    def __init__(self, protocol: H11Protocol, scope: Scope) -> None:
+        super().__init__(protocol, scope)
+        self.protocol: H11Protocol = protocol
+        self.conn, self.transport, self.flow = protocol.conn, protocol.transport, protocol.flow
+        self.body: list[bytes] = []  # received, not yet handed to the app
+        self.body_len = 0  # bytes in self.body
+        self.more_body = True  # more request body is still to come from the client
+        self.body_done = False  # the last http.request message was handed to the app
+        self.waiter: asyncio.Future[None] | None = None  # receive() waiting for body
+        self.keep_alive = True  # False: close after this response (graceful shutdown)
         self.expect_100 = self.conn.they_are_waiting_for_100_continue
+        self.fields: http1.ResponseFields | None = None  # the checked head, until written
+        self.status = 0
+        self.no_body = False  # the response has no content: HEAD, 204, 304 (RFC 9110 §6.4.1)
 
     def wake(self) -> None:
         """Wake ``receive()`` if it waits (new body bytes, end of body, disconnect, done)."""
@@ -628,110 +344,73 @@ class RequestResponseCycle:
 
     # ASGI interface
 
-    async def run_asgi(self, app: ASGIApp) -> None:
-        """Run the app for this request; errors are logged, answered 500 or closed, never raised."""
-        try:
-            await app(self.scope, self.receive, self.send)
-        except BaseException:
-            logger.exception("exception in ASGI application")
-            if not self.response_started:
-                self.protocol.send_error(500)
-            elif not self.response_complete:
-                self.transport.close()  # a response half sent cannot be finished validly
-        else:
-            if not self.response_started and not self.disconnected:
-                logger.error("ASGI callable returned without starting a response")
-                self.protocol.send_error(500)
-            elif not self.response_complete and not self.disconnected:
-                logger.error("ASGI callable returned without completing the response")
-                self.transport.close()
-        finally:
-            if self.task is not None:
-                self.protocol.state.tasks.discard(self.task)
-
     async def receive(self) -> Message:
         """``http.request`` with the body bytes read so far, or ``http.disconnect``."""
-        if self.expect_100 and not self.body and not self.transport.is_closing():
-            # RFC 9110 §10.1.1: send 100 only when the app wants the body; h11 cleared the flag
-            # if the body already arrived, and never sets it for HTTP/1.0 clients.
+        if self.expect_100:
             self.expect_100 = False
-            if self.conn.they_are_waiting_for_100_continue:
+            # RFC 9110 §10.1.1: send 100 only when the app wants the body and has not answered;
+            # h11 cleared the flag if some body came anyway, and never sets it for HTTP/1.0.
+            if (self.conn.they_are_waiting_for_100_continue and not self.response_started
+                    and not self.disconnected):
                 self.transport.write(self.conn.send(h11.InformationalResponse(
                     status_code=100, headers=[], reason=b"Continue")))
-        while not self.disconnected and not self.response_complete and not self.body and (
-            self.more_body or self.body_sent
-        ):
-            if self.flow.read_paused and self.conn.their_state is h11.SEND_BODY:
-                self.flow.resume_reading()
-                self.protocol.arm_body_timer()
+        while not self.body and (self.more_body or self.body_done) and not (
+                self.disconnected or self.response_complete):
             self.waiter = self.protocol.loop.create_future()
             await self.waiter
             self.waiter = None
-        if self.disconnected or self.response_complete or self.body_sent:
+        if self.disconnected or self.response_complete or self.body_done:
             return {"type": "http.disconnect"}
-        body = self.body
-        self.body = b""
-        if not self.more_body:
-            self.body_sent = True
-        elif self.flow.read_paused and self.conn.their_state is h11.SEND_BODY:
-            self.flow.resume_reading()
-            self.protocol.arm_body_timer()
-        return {"type": "http.request", "body": body, "more_body": self.more_body}
+        body = b"".join(self.body)
+        self.body.clear()
+        self.body_len = 0
+        more_body = self.more_body
+        if not more_body:
+            self.body_done = True
+        elif self.flow.read_paused:
+            # handle_events stopped (HIGH_WATER_LIMIT or MAX_EVENTS): pull on at the loop's
+            # next turn, so an app reading in a loop cannot keep the loop to itself.
+            self.protocol.loop.call_soon(self.protocol.handle_events)
+        return {"type": "http.request", "body": body, "more_body": more_body}
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:
         """Frame ``http.response.start`` / ``http.response.body`` through h11 and write them.
 
         Raises:
+            ClientDisconnected: the client is gone.
+            http1.ResponseError: an invalid status, header or body (``check_response``).
             RuntimeError: a message out of order or of an unknown type.
-            h11.LocalProtocolError: invalid status or headers (before anything is written),
-                or a body longer or shorter than the app's Content-Length.
+            h11.LocalProtocolError: more or less body than the app's Content-Length.
         """
         if self.flow.write_paused and not self.disconnected:
             await self.flow.drain()
         if self.disconnected:
-            return
+            raise ClientDisconnected("the client has disconnected")
         kind = message["type"]
         if not self.response_started:
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            status = message["status"]
-            headers: Headers = message.get("headers", [])
-            state = self.protocol.state
-            defaults = state.default_headers_bytes
-            for name, _ in headers:
-                if name.lower() in DEFAULT_HEADER_NAMES:  # the app's own Date or Server wins
-                    taken = {n.lower() for n, _ in headers}
-                    defaults = b"".join(b"%s: %s\r\n" % pair for pair in state.default_headers
-                                        if pair[0] not in taken)
-                    break
-            # Built (and validated by h11) now, so a bad header raises before anything is sent.
-            self.response = h11_response(status, headers)
-            self.default_lines = defaults
+            # Checked now, as strictly as the other servers do, so nothing bad is ever framed.
+            self.fields = http1.check_response(message["status"], message.get("headers", ()),
+                                               self.protocol.state.default_headers)
+            self.status = message["status"]
             self.response_started = True
-            self.send_body = not self.head_request and status not in NO_BODY_STATUSES
             if self.protocol.access_log:
-                scope = self.scope
-                query = scope["query_string"]
-                access_logger.info(
-                    '%s:%d - "%s %s%s HTTP/%s" %d', *(self.protocol.client or ("-", 0)),
-                    scope["method"], scope["path"], "?" + query.decode("latin-1") if query else "",
-                    scope["http_version"], status)
+                log_access(self.protocol.client, self.scope, self.status)
             return
         if kind != "http.response.body" or self.response_complete:
             raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
-        conn = self.conn
         body = message.get("body", b"")
+        if type(body) is not bytes:
+            raise http1.ResponseError(f"response body must be bytes, not {type(body).__name__}")
         more_body = message.get("more_body", False)
-        response = self.response
+        conn = self.conn
         parts: list[bytes] = []
-        if response is not None:  # first body message: the head goes out with it
-            self.response = None
-            # h11 frames the status line and the app's headers, one piece each; Date and
-            # Server are ours, framed once a second (ServerState.default_headers_bytes).
-            parts += conn.send_with_data_passthrough(response) or ()
-            parts.insert(1, self.default_lines)
-        if body and self.send_body:
+        fields = self.fields
+        if fields is not None:  # the first body message: the head goes out with it
+            parts = self.response_head(fields, body, more_body)
+        if body and not self.no_body:
             parts += conn.send_with_data_passthrough(h11.Data(data=body)) or ()
         if not more_body:
             parts += conn.send_with_data_passthrough(END_OF_MESSAGE) or ()
@@ -740,11 +419,34 @@ class RequestResponseCycle:
             self.transport.write(b"".join(parts))  # one write: head and body leave together
         if self.response_complete:
             self.wake()
-            if conn.our_state is h11.MUST_CLOSE or not self.keep_alive:
-                self.transport.close()
-            else:
-                self.protocol.on_response_complete()
+            self.protocol.on_response_complete(self.keep_alive)
     # --8<-- [end:send]
+
+    def response_head(self, fields: http1.ResponseFields, body: bytes, more_body: bool
+                      ) -> list[bytes]:
+        """The head, framed by h11: its status line and the framing fields h11 decides on
+        (Content-Length, ``Transfer-Encoding: chunked`` or ``Connection: close``), with the
+        app's checked fields (and our Date and Server) after the status line."""
+        self.fields = None
+        status = self.status
+        self.no_body = self.scope["method"] == "HEAD" or status == 204 or status == 304
+        length = fields.content_length
+        if length is None and not more_body and status != 204 and status != 304 and (
+                body or not self.no_body):
+            length = len(body)  # the whole body is here: say its size instead of chunking
+        elif length is not None and len(body) > length:
+            raise http1.ResponseError("response body longer than its Content-Length")
+        lines = fields.lines  # name, b": ", value, b"\r\n" for each field
+        if fields.content_length is not None:  # h11 writes it, from the framing fields
+            at = lines[::4].index(b"content-length") * 4
+            del lines[at:at + 4]
+        framing = [] if length is None else [(b"content-length", b"%d" % length)]
+        if fields.close or not self.keep_alive:
+            framing.append((b"connection", b"close"))
+        parts = self.conn.send_with_data_passthrough(h11.Response(
+            status_code=self.status, headers=framing, reason=http1.reason(self.status))) or []
+        parts.insert(1, b"".join(lines))
+        return parts
 
 
 # --- serve() and run() -----------------------------------------------------------------------
@@ -758,11 +460,8 @@ async def serve(
     ready: Any = None,
     shutdown: asyncio.Event | None = None,
 ) -> None:
-    """Serve ``app`` over HTTP/1.1 with h11 until ``shutdown`` is set (or SIGINT/SIGTERM).
-
-    ``sock``: an already bound socket (tests bind port 0); ``ready``: called with the bound
-    ``(host, port)``. Raises what ``serve_protocol`` raises (LifespanFailure, OSError).
-    """
+    """Serve ``app`` with h11 until ``shutdown`` is set (or SIGINT/SIGTERM); the arguments
+    and errors are ``toyservers._server.serve_protocol``'s."""
     await serve_protocol(H11Protocol, app, config, sock=sock, ready=ready, shutdown=shutdown,
                          name="toy-h11")
 

@@ -466,6 +466,25 @@ TOY_GAPS: dict[str, dict[str, str]] = {
         "ok_http10_keep_alive": "200 then close: h11 ends every HTTP/1.0 exchange with a close"
                                 " and has no public switch for 1.0 keep-alive (RFC 9112 §9.3"
                                 " lets a server close; want the next request answered)",
+        # h11 refuses every Transfer-Encoding but one 'chunked' line while it parses the
+        # head, with 501, before the server sees the values (refused and closed all the same)
+        "te_chunked_not_final": "501 and close: h11 answers 501 to any coding but a lone"
+                                " 'chunked' (RFC 9112 §6.3 rule 4 wants 400)",
+        "te_gzip_only": "501 and close: h11 answers 501 to any coding but 'chunked' (want 400)",
+        "te_repeated_lines": "501 and close: h11 answers 501 to a repeated Transfer-Encoding"
+                             " line (want 400)",
+        "te_chunked_twice": "501 and close: h11 answers 501 to 'chunked, chunked' (want 400)",
+        "te_obs_fold": "501 and close: h11 unfolds the line (RFC 9112 §5.2 allows it), then"
+                       " refuses 'identity chunked' with 501 (want 400)",
+        # h11 normalises these while it parses: the server only sees the result
+        "field_obs_fold": "200: h11 replaces obs-fold by SP, which RFC 9112 §5.2 allows (the"
+                          " contract rejects it with 400)",
+        "line_bare_lf": "200: h11 takes a bare LF as a line end, which RFC 9112 §2.2 allows"
+                        " (the contract rejects it with 400)",
+        "cl_duplicate_identical": "200: h11 merges identical Content-Length lines, which RFC"
+                                  " 9110 §8.6 allows (the contract rejects them with 400)",
+        "chunk_ext_ctl": "200: h11 drops chunk extensions unread (its grammar is ';.*'), so a"
+                         " control byte in one is never seen (RFC 9112 §7.1.1 wants 400)",
     },
     "toy-httptools": {
         "ok_te_ows": "400: llhttp refuses an HTAB after 'chunked'; its lenient"
