@@ -185,7 +185,8 @@ class ChunkedDecoder:
     Trailers (§7.1.2) are checked and dropped. BadRequest: 400 for bad framing or a line over
     ``max_line``, 431 for trailers over ``max_trailer_size`` bytes or ``max_trailers`` lines.
     An offset walks the buffer, which is cut once at the end, and bare hex sizes skip the regex:
-    300k one-byte chunks took 3.5 s with a ``del`` and a regex per chunk, 0.2 s so.
+    300k one-byte chunks (1.8 MB, 256 KiB reads) took 1.5 s with a ``del`` and a regex per
+    chunk, 0.4 s so.
     """
 
     def __init__(self, max_line: int = http1.MAX_CHUNK_LINE, max_trailer_size: int = 16384,
@@ -199,14 +200,15 @@ class ChunkedDecoder:
     def feed(self, buffer: bytearray, limit: int = HIGH_WATER_LIMIT) -> bytes:
         out: list[bytearray] = []
         pos, end, got = 0, len(buffer), 0
-        state, remaining = self.state, self.remaining
+        state, remaining, max_line = self.state, self.remaining, self.max_line
         while got < limit and state is not DONE:
             if state is SIZE:  # chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF
-                eol = self._line_end(buffer, pos)
+                eol = buffer.find(b"\r\n", pos, pos + max_line)
                 if eol < 0:
+                    self._line_end(buffer, pos)  # raises if the line can never be valid
                     break
                 line = buffer[pos:eol]
-                if 0 < len(line) <= 16 and not line.translate(None, HEX_DIGITS):
+                if 0 < eol - pos <= 16 and not line.translate(None, HEX_DIGITS):
                     remaining = int(line, 16)
                 else:  # chunk extensions, or an error
                     match = http1.CHUNK_LINE.fullmatch(line)
@@ -216,16 +218,15 @@ class ChunkedDecoder:
                 pos = eol + 2
                 state = DATA if remaining else TRAILER
             if state is DATA:
-                take = min(remaining, end - pos)
+                take = remaining if remaining <= end - pos else end - pos
                 out.append(buffer[pos:pos + take])
                 pos, got, remaining = pos + take, got + take, remaining - take
                 if remaining:
                     break
                 state = DATA_END
             if state is DATA_END:
-                crlf = buffer[pos:pos + 2]
-                if crlf != b"\r\n":
-                    if not b"\r\n".startswith(crlf):
+                if not buffer.startswith(b"\r\n", pos):
+                    if not b"\r\n".startswith(buffer[pos:pos + 2]):
                         raise BadRequest(400, "chunk data not followed by CRLF")
                     break  # the CRLF has not all come yet
                 pos, state = pos + 2, SIZE
