@@ -25,6 +25,7 @@ import pytest
 from tests.support.echo_app import app as echo_app
 from tests.support.mock import FakeClockLoop, MockTransport
 from toyservers._server import ServerState
+from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
 from toyservers.httptools_server import HIGH_WATER_LIMIT, HttpToolsProtocol, serve
 
@@ -190,7 +191,8 @@ def test_reading_pauses_above_the_high_water_mark_until_the_app_reads() -> None:
         assert not h.transport.reading_paused
         out = h.send(b"x" * (size - HIGH_WATER_LIMIT - 1))
         assert sum(got) == size
-        assert out.endswith(b"0\r\n\r\n") and b"transfer-encoding: chunked" in out
+        # the whole body came in one message: ResponseFramer gives it a Content-Length
+        assert out.endswith(b"\r\n\r\nok") and b"content-length: 2\r\n" in out
     finally:
         h.close()
 
@@ -266,6 +268,23 @@ def test_body_inactivity_gives_408_before_the_response() -> None:
      + b"".join(b"T%d: %s\r\n" % (i, b"v" * 1000) for i in range(20)) + b"\r\n", 431),
     (b"BREW / HTTP/1.1\r\nHost: t\r\n\r\n", 501),
     (b"G(T / HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+    # issue 8, finding 6: RFC 9112 §3.2 request-target forms, §3.2 Host values, CONNECT,
+    # Transfer-Encoding over several lines, chunk extensions over the limit in one read.
+    (b"GET * HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+    (b"GET ftp://t/x HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+    (b"GET t:80 HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+    (b"GET http:///x HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400),
+    (b"CONNECT t:443 HTTP/1.1\r\nHost: t:443\r\n\r\n", 501),
+    (b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+     b"Transfer-Encoding: gzip\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n", 501),
+    (b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5;"
+     + b"e=v;" * 5000 + b"\r\nhello\r\n0\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5;"
+     + b"e=v;" * 5000, 400),
 ])
 def test_bad_requests_get_their_status_and_a_close(harness: Harness, raw: bytes, status: int
                                                    ) -> None:
@@ -333,15 +352,177 @@ def test_graceful_shutdown_finishes_the_response_in_flight() -> None:
         h.close()
 
 
-def test_http_1_0_is_close_delimited_without_a_length() -> None:
+def test_valid_target_forms_reach_the_app() -> None:
+    seen: list[tuple[str, bytes, bytes]] = []
+
     async def app(scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"old"})
+        seen.append((scope["method"], scope["raw_path"], scope["query_string"]))
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body"})
 
     h = Harness(app)
     try:
-        out = h.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-        assert b"transfer-encoding" not in out and b"connection: close" in out
+        out = h.send(b"OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n"
+                     b"GET http://t:80/p?q=1 HTTP/1.1\r\nHost: t:80\r\n\r\n"
+                     b"GET http://t HTTP/1.1\r\nHost: [::1]:8000\r\n\r\n")
+    finally:
+        h.close()
+    assert statuses(out) == [204, 204, 204]
+    assert seen == [("OPTIONS", b"*", b""), ("GET", b"/p", b"q=1"), ("GET", b"/", b"")]
+
+
+def test_chunk_extensions_within_the_limit_are_ignored(harness: Harness) -> None:
+    ext = b";e=" + b"v" * 4000
+    out = harness.send(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       b"3" + ext + b"\r\nabc\r\n")
+    out += harness.send(b"2" + ext + b"\r\nde\r\n0" + ext + b"\r\n\r\n")
+    assert statuses(out) == [200] and b'"body": "abcde"' in out
+
+
+def test_chunk_extension_spread_over_reads_is_limited(harness: Harness) -> None:
+    harness.send(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5;e=")
+    out = b""
+    for _ in range(4):
+        out += harness.send(b"v" * 1500)
+    assert statuses(out) == [400] and harness.transport.closed
+
+
+def test_idle_connection_that_never_sent_a_byte_is_closed() -> None:
+    # issue 8, finding 1: the base HTTPProtocol starts the idle deadline in connection_made
+    h = Harness(timeout_keep_alive=5.0)
+    try:
+        h.advance(4.5)
+        assert not h.transport.closed
+        h.advance(1.0)
+        assert h.transport.closed and h.transport.take() == b""
+    finally:
+        h.close()
+
+
+def test_send_after_the_client_left_raises_client_disconnected() -> None:
+    # issue 8, finding 2: ASGI HTTP 2.4, "send() on a closed connection ... raise ... OSError"
+    outcome: list[object] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        assert (await receive())["type"] == "http.request"
+        outcome.append((await receive())["type"])
+        try:
+            await send({"type": "http.response.body", "body": b"more", "more_body": True})
+        except OSError as exc:
+            outcome.append(exc)
+
+    h = Harness(app)
+    out = h.send(get())
+    assert b"first" in out
+    h.close()
+    assert outcome[0] == "http.disconnect" and isinstance(outcome[1], ClientDisconnected)
+
+
+def test_pipelined_requests_behind_a_response_in_flight_pause_reading() -> None:
+    # issue 8, finding 3: the requests arrive in later reads than the slow one
+    release = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"] == "/slow":
+            await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"."})
+
+    h = Harness(app)
+    try:
+        assert h.send(get(b"/slow")) == b"" and not h.transport.reading_paused
+        h.send(get(b"/x") * 100)
+        assert h.transport.reading_paused and len(h.protocol.pipeline) == 100
+        release.set()
+        for _ in range(10):
+            h.run()
+        assert statuses(h.transport.take()) == [200] * 101
+        assert not h.transport.reading_paused and not h.protocol.pipeline
+    finally:
+        h.close()
+
+
+def test_graceful_shutdown_reads_the_rest_of_an_upload_in_flight(harness: Harness) -> None:
+    # issue 8, finding 4: the body of the request being served is read after shutdown()
+    harness.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc")
+    harness.protocol.shutdown()
+    assert not harness.transport.closed
+    out = harness.send(b"defghij" + get(b"/next"))
+    assert statuses(out) == [200] and b'"body": "abcdefghij"' in out
+    assert b"connection: close" in out and harness.transport.closed
+
+
+@pytest.mark.parametrize("start, bodies", [
+    ({"status": 103, "headers": [(b"content-length", b"2")]}, [{"body": b"ok"}]),
+    ({"status": 1000, "headers": []}, [{"body": b"ok"}]),
+    ({"status": 200, "headers": [(b"content-length", b"5"), (b"content-length", b"6")]},
+     [{"body": b"hello"}]),
+    ({"status": 200, "headers": [(b"content-length", b"+5")]}, [{"body": b"hello"}]),
+    ({"status": 200, "headers": [(b"x-a", b"v\r\nx-injected: 1")]}, [{"body": b"ok"}]),
+    ({"status": 200, "headers": [(b"x bad", b"1")]}, [{"body": b"ok"}]),
+    ({"status": 200, "headers": [(b"transfer-encoding", b"gzip")]}, [{"body": b"ok"}]),
+    ({"status": 200, "headers": []}, [{"body": "text"}]),
+])
+def test_app_response_mistakes_get_500_and_a_close(start: dict[str, Any],
+                                                   bodies: list[dict[str, Any]]) -> None:
+    # issue 8, finding 5: checked before anything is written, so run_asgi's policy answers 500
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", **start})
+        for body in bodies:
+            await send({"type": "http.response.body", **body})
+
+    h = Harness(app)
+    try:
+        out = h.send(get() + get(b"/next"))
+        assert statuses(out) == [500] and out.count(b"HTTP/1.1") == 1
+        assert b"connection: close" in out and h.transport.closed
+    finally:
+        h.close()
+
+
+def test_a_response_shorter_than_its_content_length_closes() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"5")]})
+        await send({"type": "http.response.body", "body": b"abc"})
+
+    h = Harness(app)
+    try:
+        out = h.send(get() + get(b"/next"))
+        assert statuses(out) == [200] and out.endswith(b"abc") and h.transport.closed
+    finally:
+        h.close()
+
+
+def test_access_log_uses_the_raw_target(caplog: pytest.LogCaptureFixture) -> None:
+    # issue 8, finding 7: one format (asgi.log_access); %0d%0a stays encoded in the line
+    caplog.set_level("INFO", logger="toyservers.access")
+    h = Harness(access_log=True)
+    try:
+        assert statuses(h.send(get(b"/a%0d%0ab?q=%1b"))) == [200]
+    finally:
+        h.close()
+    assert caplog.messages == ['127.0.0.1:50000 - "GET /a%0d%0ab?q=%1b HTTP/1.1" 200']
+
+
+def test_http_1_0_is_close_delimited_without_a_length() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        if scope["path"] == "/stream":
+            await send({"type": "http.response.body", "body": b"ol", "more_body": True})
+        await send({"type": "http.response.body", "body": b"d" if scope["path"] == "/stream"
+                    else b"old"})
+
+    h = Harness(app)
+    try:
+        out = h.send(b"GET /whole HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        assert b"content-length: 3\r\nconnection: keep-alive\r\n" in out  # RFC 9112 §C.2.2
+        assert out.endswith(b"\r\n\r\nold") and not h.transport.closed
+        out = h.send(b"GET /stream HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        assert b"transfer-encoding" not in out and b"content-length" not in out
+        assert b"connection: close" in out
         assert out.endswith(b"\r\n\r\nold") and h.transport.closed
     finally:
         h.close()
