@@ -83,7 +83,8 @@ class HttpToolsProtocol(HTTPProtocol):
         "parser", "access_log", "max_headers", "max_header_size", "max_body", "pipeline",
         "running", "driving", "reading_stopped", "queued_error", "error_status", "phase",
         "messages", "chunk_size", "trailer_size", "url", "headers", "head_seen", "head_bound",
-        "body_size", "body_received", "chunk_lines", "line_bytes", "known_framing", "hosts", "te",
+        "body_size", "body_received", "chunk_lines", "line_bytes", "known_framing", "chunked",
+        "hosts", "te",
         "content_length", "expect", "cycle", "good_host",
     )
 
@@ -113,6 +114,7 @@ class HttpToolsProtocol(HTTPProtocol):
         self.te: bytes | None = None
         self.content_length: bytes | None = None
         self.cycle: RequestResponseCycle | None = None
+        self.chunked: RequestResponseCycle | None = None  # the last chunked request
         self.good_host = b""  # the last Host value found valid on this connection
 
     # --8<-- [start:data_received]
@@ -293,6 +295,8 @@ class HttpToolsProtocol(HTTPProtocol):
         self.cycle = cycle = RequestResponseCycle(
             self, scope, ResponseFramer(method == "HEAD", version == "1.0", keep_alive), expect)
         self.pipeline.append(cycle)
+        if te is not None:
+            self.chunked = cycle
         self.phase = BODY
         self.headers = []  # trailers, if any, land here and are dropped
         self.trailer_size = 0
@@ -360,8 +364,9 @@ class HttpToolsProtocol(HTTPProtocol):
                 self.phase = IDLE
                 self.send_error(status)
                 return
-            if self.pipeline and self.pipeline[-1] is cycle:
-                self.pipeline.pop()  # its app never ran: drop it
+            if cycle in self.pipeline:  # its app never ran: drop it and those after it
+                while self.pipeline.pop() is not cycle:
+                    pass
         self.phase = IDLE
         self.queued_error = status
         if self.running is None and not self.driving:
@@ -391,7 +396,8 @@ class HttpToolsProtocol(HTTPProtocol):
             if self.phase == HEAD:  # a head still coming: its own limits apply (watch)
                 allowed += self.config.max_request_line + self.max_header_size
         if framing > allowed and not (self.queued_error or self.transport.is_closing()):
-            self.phase = BODY  # the offending body is self.cycle's, ended or not: drop it
+            if self.chunked is not None:  # refuse the chunked request, ended or not
+                self.phase, self.cycle = BODY, self.chunked
             self.refuse(400)
 
     def watch(self, size: int, phase: int, messages: int) -> None:
