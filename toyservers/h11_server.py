@@ -78,7 +78,7 @@ def request_status(event: h11.Request, headers: list[tuple[bytes, bytes]], confi
     fields = dict(headers)  # h11 allows one Host, Content-Length and Transfer-Encoding each
     version = "1.0" if event.http_version == b"1.0" else "1.1"
     length = fields.get(b"content-length")
-    if b"transfer-encoding" in fields:
+    if b"transfer-encoding" in fields:  # h11 passes only "chunked"; 501 for any other coding
         return http1.transfer_coding_status(b"chunked", version, length is not None)
     if length is not None:
         if int(length) > http1.MAX_CONTENT_LENGTH:
@@ -99,9 +99,7 @@ class H11Protocol(HTTPProtocol):
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
-        config = self.config
-        # h11 answers 431 to a head still incomplete past this size; complete heads are
-        # measured against the limits in request_status.
+        config = self.config  # h11 answers 431 to a head still incomplete past this size
         self.conn = h11.Connection(
             h11.SERVER, max_incomplete_event_size=config.max_request_line + config.max_header_size
         )
@@ -127,7 +125,6 @@ class H11Protocol(HTTPProtocol):
                 data = data[2:]
             if not data:
                 return
-            self.deadline.set("head", self.config.timeout_headers)
         self.conn.receive_data(data)
         self.handle_events()
     # --8<-- [end:data_received]
@@ -164,8 +161,8 @@ class H11Protocol(HTTPProtocol):
         self.transport.close()
 
     def shutdown(self) -> None:
-        """Graceful shutdown: close now if no response is in flight, else after it, and the
-        response then says ``Connection: close`` (RFC 9112 §9.6) if its head is not sent yet."""
+        """Close now if no response is in flight, else after it; a head not sent yet then says
+        ``Connection: close`` (RFC 9112 §9.6)."""
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
             self.transport.close()
@@ -223,6 +220,8 @@ class H11Protocol(HTTPProtocol):
                 cycle = self.cycle
                 if cycle is not None and cycle.more_body:  # h11 is in SEND_BODY
                     self.deadline.set("body", self.config.timeout_body)
+                elif cycle is None and self.deadline.kind != "head":  # a head has begun
+                    self.deadline.set("head", self.config.timeout_headers)
                 self.flow.resume_reading()
                 return
             elif event is h11.PAUSED:
@@ -295,8 +294,7 @@ class H11Protocol(HTTPProtocol):
     # --8<-- [end:start_next_cycle]
 
     def on_response_complete(self, keep_alive: bool) -> None:
-        """The response is sent: close, start the next cycle, or read and drop the rest of a
-        body the app did not wait for."""
+        """Close, start the next cycle, or read and drop the rest of an unread body."""
         if self.conn.our_state is h11.MUST_CLOSE or not keep_alive:
             self.transport.close()
         elif self.conn.their_state is h11.DONE:
@@ -311,11 +309,9 @@ class H11Protocol(HTTPProtocol):
 class RequestResponseCycle(asgi.RequestResponseCycle):
     """One request: the app's ``receive`` and ``send`` (``run_asgi`` comes from the base).
 
-    ``body`` holds request bytes the app has not received yet; ``more_body`` turns False at
-    h11's ``EndOfMessage``. The response head is framed when the first body message arrives
-    ("the protocol server must not start sending the response to the client until it has
-    received at least one Response Body event", ASGI HTTP spec), so a small response leaves in
-    one ``transport.write``.
+    The response head is framed with the first body message ("the protocol server must not
+    start sending the response to the client until it has received at least one Response Body
+    event", ASGI HTTP spec), so a small response leaves in one ``transport.write``.
     """
 
     __slots__ = ("conn", "transport", "flow", "body", "body_len", "more_body", "body_done",
@@ -377,11 +373,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     async def send(self, message: Message) -> None:
         """Frame ``http.response.start`` / ``http.response.body`` through h11 and write them.
 
-        Raises:
-            ClientDisconnected: the client is gone.
-            http1.ResponseError: an invalid status, header or body (``check_response``).
-            RuntimeError: a message out of order or of an unknown type.
-            h11.LocalProtocolError: more or less body than the app's Content-Length.
+        Raises ClientDisconnected once the client is gone, http1.ResponseError for what
+        ``check_response`` refuses, RuntimeError for a message out of order, and
+        h11.LocalProtocolError for more or less body than the app's Content-Length.
         """
         if self.flow.write_paused and not self.disconnected:
             await self.flow.drain()
