@@ -4,7 +4,8 @@ Plain ASGI 3.0 (no framework), so whatever the suite sees is the server's doing.
 their parameters from the query string. Some routes coordinate with the test through small
 in-process tables keyed by ``key=``: ``/hold`` and ``/expect`` wait until ``/release`` is
 called with the same key, ``/produce`` publishes how many bytes ``send()`` accepted at
-``/progress``, and ``/wait-disconnect`` and ``/slow`` record what happened at ``/status``.
+``/progress``, and ``/wait-disconnect``, ``/send-after-disconnect`` and ``/slow`` record what
+happened at ``/status``.
 Each server runs one process, so these tables are shared by all of its connections.
 
 Lifespan: on ``lifespan.startup`` the app stores ``{"lifespan": "started"}`` in the lifespan
@@ -246,6 +247,14 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
             message = await receive()
             disconnected = message["type"] == "http.disconnect"
         STATUS[key] = "disconnected"
+    elif path == "/send-after-disconnect":
+        await _read_body(receive)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        STATUS[key] = "streaming"
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        STATUS[key] = await _send_after_disconnect(send)
     elif path == "/slow":
         STATUS[key] = "started"
         await _read_body(receive)
@@ -302,6 +311,20 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     else:
         await _read_body(receive)
         await _respond(send, b"not found", status=404)
+
+
+async def _send_after_disconnect(send: Send, tries: int = 3) -> str:
+    """What ``send()`` does once the client is gone: ``"raised OSError"`` (ASGI HTTP spec 2.4:
+    "the server should raise a server-specific subclass of OSError"), ``"raised NAME"`` for
+    another exception, or ``"returned"`` when ``tries`` sends all return as if delivered."""
+    try:
+        for _ in range(tries):
+            await send({"type": "http.response.body", "body": b"more", "more_body": True})
+    except OSError:
+        return "raised OSError"
+    except Exception as exc:
+        return f"raised {type(exc).__name__}"
+    return "returned"
 
 
 async def _stream(send: Send, size: int, key: str) -> None:

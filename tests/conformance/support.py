@@ -39,6 +39,7 @@ FEATURES: list[str] = [
     "read-backpressure",
     "write-flow-control",
     "disconnect",
+    "send-after-disconnect",
     "app-exception-500",
     "no-response-500",
     "lifespan",
@@ -76,8 +77,13 @@ _NO_EXTENSIONS = {
     "ext-zerocopysend": "not offered",
     "ext-tls": "not offered",
 }
+_SEND_RETURNS = {
+    "send-after-disconnect": "send() after the client left returns as if delivered (ASGI HTTP"
+                             " spec 2.4: it should raise an OSError subclass)",
+}
 _UVICORN = {
     **_NO_EXTENSIONS,
+    **_SEND_RETURNS,
     "slow-headers": "no deadline for the header block: every byte received restarts the wait",
 }
 
@@ -99,6 +105,7 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     },
     "hypercorn": {
         **_NO_EXTENSIONS,
+        **_SEND_RETURNS,
         "ext-trailers": "offered over HTTP/2 and HTTP/3 only",
         "ext-early-hints": "offered over HTTP/2 and HTTP/3 only",
         "expect-100-continue": "sends 100 Continue as soon as the headers arrive",
@@ -106,6 +113,7 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     },
     "daphne": {
         **_NO_EXTENSIONS,
+        **_SEND_RETURNS,
         "http2": "HTTP/2 only over TLS (ALPN), not h2c prior knowledge",
         "expect-100-continue": "Twisted sends 100 Continue as soon as the headers arrive",
         "large-upload": "Twisted buffers the whole request body before the app runs",
@@ -121,6 +129,7 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     },
     "granian": {
         **{name: why for name, why in _NO_EXTENSIONS.items() if name != "ext-pathsend"},
+        **_SEND_RETURNS,
         "idle-timeout": "no idle timeout for keep-alive connections by default",
         "slow-headers": "hyper's header read timeout (30 s by default) is beyond the bound",
     },

@@ -185,3 +185,17 @@ def test_app_receives_http_disconnect(server: RunningServer) -> None:
         assert status == {"status": "waiting"}
     status = poll(server.port, f"/status?key={key}", lambda v: v["status"] == "disconnected")
     assert status == {"status": "disconnected"}
+
+
+@feature("send-after-disconnect")
+def test_send_after_disconnect_raises_oserror(server: RunningServer) -> None:
+    """ASGI HTTP spec 2.4: "If send() is called on a closed connection the server should
+    raise a server-specific subclass of OSError", so an app streaming to nobody stops."""
+    key = f"gone-{server.name}-{time.monotonic_ns()}"
+    with Connection(server.port) as conn:
+        conn.send(request("GET", f"/send-after-disconnect?key={key}"))
+        status = poll(server.port, f"/status?key={key}", lambda v: v["status"] == "streaming")
+        assert status == {"status": "streaming"}
+    status = poll(server.port, f"/status?key={key}",
+                  lambda v: v["status"] not in ("", "streaming"))
+    assert status == {"status": "raised OSError"}
