@@ -211,7 +211,8 @@ _SPECIAL = frozenset({b"content-length", b"transfer-encoding", b"connection", b"
 
 
 def check_response(status: object, headers: Iterable[tuple[bytes, bytes]],
-                   default_headers: Headers) -> ResponseFields:
+                   default_headers: Headers, framed_defaults: bytes | None = None
+                   ) -> ResponseFields:
     """Check what an app sends in ``http.response.start`` as strictly as a request.
 
     ``status`` must be an int from 200 to 599 (RFC 9110 §15: 1xx are interim, never final);
@@ -221,53 +222,75 @@ def check_response(status: object, headers: Iterable[tuple[bytes, bytes]],
     dropped (the server chooses chunked itself where it may), any other Transfer-Encoding, an
     ``Upgrade``, ``Keep-Alive``, ``TE``, ``Trailer`` or ``Proxy-Connection`` field is refused
     (hop-by-hop fields, RFC 9110 §7.6.1), and ``Connection`` may only say ``close`` or
-    ``keep-alive``.
+    ``keep-alive``. ``default_headers`` (the server's Date and Server) are added after the
+    app's, except a name the app set itself; ``framed_defaults``, the same already framed
+    (``ServerState.default_headers_bytes``), is added as one piece when the app set neither.
 
     Raises ResponseError with what is wrong.
     """
+    lines: list[bytes] = []
+    content_length, close = _check_fields(status, headers, default_headers, framed_defaults,
+                                          lines, status_line=False)
+    return ResponseFields(lines, content_length, close)
+
+
+def _check_fields(status: object, headers: Iterable[tuple[bytes, bytes]],
+                  default_headers: Headers, framed_defaults: bytes | None, lines: list[bytes],
+                  *, status_line: bool) -> tuple[int | None, bool]:
+    """``check_response``'s work, appending the framed fields to ``lines`` (after the status
+    line, with ``status_line``); returns ``(content_length, close)``. ``ResponseFramer.start``
+    calls it directly, so the hot path builds no other object."""
     if type(status) is not int or not 200 <= status <= 599:
         raise ResponseError(f"invalid status {status!r}: a final status is 200-599")
-    lines: list[bytes] = []
+    if status_line:
+        lines.append(STATUS_LINES[status])
+    first = len(lines)  # the fields start here
     content_length: int | None = None
-    close = own_date = own_server = False
-    for pair in headers:
-        name, value = pair
-        if type(name) is not bytes or type(value) is not bytes:
-            raise ResponseError(f"response header {pair!r} is not a pair of byte strings")
-        name = name.lower()
-        if name not in _known_names:
-            if not is_token(name):
-                raise ResponseError(f"invalid response header name {name!r}")
-            if len(_known_names) < 1024:
-                _known_names.add(name)
-        if bad_field_value(value):
-            raise ResponseError(f"invalid value for response header {name!r}")
-        if name in _SPECIAL:
-            if name == b"content-length":
-                if content_length is not None or not value.isdigit() or len(value) > 18:
-                    raise ResponseError(f"invalid or repeated Content-Length {value!r}")
-                content_length = int(value)
-            elif name == b"transfer-encoding":
-                if list_elements(value) != [b"chunked"]:
-                    raise ResponseError(f"Transfer-Encoding {value!r}: the server frames")
-                continue  # the server decides: chunked on 1.1, close-delimited on 1.0
-            elif name == b"connection":
-                tokens = list_elements(value)
-                if not set(tokens) <= {b"close", b"keep-alive"}:
-                    raise ResponseError(f"Connection {value!r}: only close or keep-alive")
-                close = close or b"close" in tokens
-                continue  # the server writes its own Connection field
-            elif name == b"date":
-                own_date = True
-            elif name == b"server":
-                own_server = True
-            else:
-                raise ResponseError(f"hop-by-hop header {name!r} is the server's")
-        lines += (name, b": ", value, b"\r\n")
-    for name, value in default_headers:
-        if not ((own_date and name == b"date") or (own_server and name == b"server")):
+    close = own_defaults = False
+    try:
+        for name, value in headers:
+            name = name.lower()
+            if name not in _known_names:
+                if not is_token(name):
+                    raise ResponseError(f"invalid response header name {name!r}")
+                if len(_known_names) < 1024:
+                    _known_names.add(name)
+            if name in _SPECIAL:
+                if name == b"content-length":
+                    if content_length is not None or not value.isdigit() or len(value) > 18:
+                        raise ResponseError(f"invalid or repeated Content-Length {value!r}")
+                    content_length = int(value)
+                elif name == b"transfer-encoding":
+                    if list_elements(value) != [b"chunked"]:
+                        raise ResponseError(f"Transfer-Encoding {value!r}: the server frames")
+                    continue  # the server decides: chunked on 1.1, close-delimited on 1.0
+                elif name == b"connection":
+                    tokens = list_elements(value)
+                    if not set(tokens) <= {b"close", b"keep-alive"}:
+                        raise ResponseError(f"Connection {value!r}: only close or keep-alive")
+                    close = close or b"close" in tokens
+                    continue  # the server writes its own Connection field
+                elif name == b"date" or name == b"server":
+                    own_defaults = True
+                else:
+                    raise ResponseError(f"hop-by-hop header {name!r} is the server's")
             lines += (name, b": ", value, b"\r\n")
-    return ResponseFields(lines, content_length, close)
+        # One search over every value at once (each value is lines[first + 2::4]); joining also
+        # refuses a value that is not bytes-like.
+        if bad_field_value(b"".join(lines[first + 2::4])):
+            names, values = lines[first::4], lines[first + 2::4]
+            bad = next(k for k, v in zip(names, values, strict=True) if bad_field_value(v))
+            raise ResponseError(f"invalid value for response header {bad!r}")
+    except (TypeError, ValueError, AttributeError) as exc:  # not pairs of byte strings
+        raise ResponseError(f"response headers must be pairs of byte strings: {exc}") from None
+    if not own_defaults and framed_defaults is not None:
+        lines.append(framed_defaults)
+    else:
+        taken = set(lines[first::4]) if own_defaults else ()
+        for name, value in default_headers:
+            if name not in taken:
+                lines += (name, b": ", value, b"\r\n")
+    return content_length, close
 
 
 class ResponseFramer:
@@ -298,16 +321,18 @@ class ResponseFramer:
         self.remaining: int | None = None  # Content-Length bytes still owed
 
     def start(self, status: object, headers: Iterable[tuple[bytes, bytes]],
-              default_headers: Headers) -> None:
-        """Check and keep the head of the app's response. Raises ResponseError."""
-        fields = check_response(status, headers, default_headers)
+              default_headers: Headers, framed_defaults: bytes | None = None) -> None:
+        """Check and keep the head of the app's response (the arguments are
+        ``check_response``'s). Raises ResponseError."""
+        parts: list[bytes] = []
+        self.parts = parts
+        self.remaining, close = _check_fields(status, headers, default_headers,
+                                              framed_defaults, parts, status_line=True)
         assert type(status) is int  # checked above
         self.status = status
-        self.remaining = fields.content_length
-        if fields.close:
+        if close:
             self.keep_alive = False
         self.no_body = self.head_request or status == 204 or status == 304
-        self.parts = [STATUS_LINES[status], *fields.lines]
 
     def body(self, body: bytes, more_body: bool) -> bytes:
         """The bytes to write for one ``http.response.body`` message (maybe ``b""``).

@@ -520,8 +520,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
             # Checked before anything is marked or written: a mistake here still gets a 500.
+            state = protocol.state
             framer.start(message["status"], message.get("headers", ()),
-                         protocol.state.default_headers)
+                         state.default_headers, state.default_headers_bytes)
             self.response_started = True
             self.expect_100 = False
             if protocol.access_log:
