@@ -540,8 +540,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
             # Checked now, before any byte is out (ResponseError); it leaves with the first body.
+            state = self.protocol.state
             framer.start(message["status"], message.get("headers", ()),
-                         self.protocol.state.default_headers)
+                         state.default_headers, state.default_headers_bytes)
             self.response_started = True
             if self.protocol.access_log:
                 asgi.log_access(self.protocol.client, self.scope, framer.status)
