@@ -39,7 +39,7 @@ none: axum is a ceiling beside the stack.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -55,8 +55,6 @@ from bench.harness import (
     Measurement,
     Method,
     Pinning,
-    Run,
-    Status,
     UsageProblem,
     check_port,
     decide_pinning,
@@ -66,7 +64,7 @@ from bench.harness import (
     measure_server,
     validate_servers,
 )
-from bench.loadgen import LoadGenerator, RunSummary
+from bench.loadgen import LoadGenerator
 from bench.machine import usable_cpus
 from bench.native import NativeBuild, ensure_axum
 from bench.stats import pct_of_below, summarize, us_added, us_per_request
@@ -179,25 +177,10 @@ def below_of(plan: RowPlan, plans: list[RowPlan]) -> RowPlan | None:
 @dataclass
 class RowResult:
     """A measured (or failed, or skipped) row before its derived columns are computed: the
-    plan and the fields of the harness's :class:`bench.harness.Measurement`."""
+    plan and what the harness measured for it."""
 
     plan: RowPlan
-    status: Status = "ok"
-    command: list[str] = field(default_factory=list)
-    runs: list[Run] = field(default_factory=list)
-    error: str | None = None
-    log_tail: str | None = None
-
-    @classmethod
-    def of(cls, plan: RowPlan, measurement: Measurement) -> RowResult:
-        """The row ``plan`` as ``measurement`` measured it."""
-        return cls(plan, measurement.status, measurement.command, measurement.runs,
-                   measurement.error, measurement.log_tail)
-
-    @property
-    def measured(self) -> list[RunSummary]:
-        """The summaries of the measured runs that completed."""
-        return [r.summary for r in self.runs if r.kind == "measured" and r.summary is not None]
+    measurement: Measurement
 
 
 def _median(values: list[float]) -> float | None:
@@ -215,20 +198,20 @@ def row_json(result: RowResult, below: dict[str, Any] | None) -> dict[str, Any]:
     ``pct_of_below`` and ``below`` (``"layer/server"``), None where they do not apply;
     ``runs`` (every run, warm-ups included).
     """
-    plan = result.plan
-    summaries = result.measured
+    plan, measurement = result.plan, result.measurement
+    summaries = measurement.measured
     row: dict[str, Any] = {
         "layer": plan.layer, "server": plan.server, "description": plan.description,
-        "app": plan.app, "status": result.status, "error": result.error,
-        "log_tail": result.log_tail, "command": result.command,
+        "app": plan.app, "status": measurement.status, "error": measurement.error,
+        "log_tail": measurement.log_tail, "command": measurement.command,
         "rps_median": None, "rps_runs": [], "rps_min": None, "rps_max": None,
         "spread_pct": None, "spread_flag": False, "p50_ms": None, "p90_ms": None,
         "p99_ms": None, "errors": None, "errors_by_kind": None, "rss_peak_mb": None,
         "us_per_request": None, "us_added": None, "pct_of_below": None,
         "below": f"{below['layer']}/{below['server']}" if below else None,
-        "runs": [run.to_json() for run in result.runs],
+        "runs": [run.to_json() for run in measurement.runs],
     }
-    if result.status != "ok" or not summaries:
+    if measurement.status != "ok" or not summaries:
         return row
     rps = [s.rps for s in summaries]
     spread = summarize(rps)
@@ -239,7 +222,7 @@ def row_json(result: RowResult, below: dict[str, Any] | None) -> dict[str, Any]:
         median = _median(values)
         return median / 1000 if median is not None else None
 
-    peak = max(r.rss_peak_bytes for r in result.runs if r.kind == "measured")
+    peak = max(r.rss_peak_bytes for r in measurement.runs if r.kind == "measured")
     below_rps = below["rps_median"] if below else None
     row.update({
         "rps_median": spread.median, "rps_runs": rps, "rps_min": spread.minimum,
@@ -402,7 +385,7 @@ def measure_row(plan: RowPlan, settings: Settings, pinning: Pinning, generator: 
         argv, port, label=f"{plan.layer} ({plan.server})", method=settings, pinning=pinning,
         generator=generator, log_path=logs / f"{plan.layer}-{plan.server}.log",
         progress=_RichProgress(progress, task))
-    return RowResult.of(plan, measurement)
+    return RowResult(plan, measurement)
 
 
 def measure_all(plans: list[RowPlan], settings: Settings, pinning: Pinning,
@@ -413,13 +396,13 @@ def measure_all(plans: list[RowPlan], settings: Settings, pinning: Pinning,
         result = measure_row(plan, settings, pinning, generator, axum_binary, logs, progress,
                              task)
         results.append(result)
-        label = f"{plan.layer} ({plan.server})"
-        if result.status == "ok":
-            rps = summarize([s.rps for s in result.measured]).median
+        label, measurement = f"{plan.layer} ({plan.server})", result.measurement
+        if measurement.status == "ok":
+            rps = summarize([s.rps for s in measurement.measured]).median
             progress.console.print(f"[green]✓[/] {label}: {rps:,.0f} requests/s")
         else:
-            progress.console.print(Panel(result.log_tail or "(empty log)",
-                                         title=f"[red]✗ {label} failed:[/] {result.error}",
+            progress.console.print(Panel(measurement.log_tail or "(empty log)",
+                                         title=f"[red]✗ {label} failed:[/] {measurement.error}",
                                          title_align="left"))
 
 

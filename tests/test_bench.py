@@ -23,6 +23,7 @@ from rich.console import Console
 from apps.user import SAMPLE_BODY
 from bench import harness, layers, native, report
 from bench.harness import (
+    Measurement,
     RssSampler,
     Run,
     UsageProblem,
@@ -179,13 +180,14 @@ def result(layer: str, server: str, rps: list[float], rss: int = 30_000_000,
     plan = RowPlan(layer, server, f"apps.{layer}:app", f"{layer} on {server}")
     runs = [Run("warmup", ["wrk"], summary(1.0), 1)]
     runs += [Run("measured", ["wrk"], summary(r, errors=errors), rss) for r in rps]
-    return RowResult(plan, command=["serve", layer], runs=runs)
+    return RowResult(plan, Measurement(command=["serve", layer], runs=runs))
 
 
 def synthetic_rows() -> list[RowResult]:
     failed = RowResult(RowPlan("asgi", "toy-httptools", "apps.asgi_user:app", "ours"),
-                       status="failed", command=["toyserve"], error="server did not start",
-                       log_tail="ModuleNotFoundError: toyservers.httptools_server")
+                       Measurement(status="failed", command=["toyserve"],
+                                   error="server did not start",
+                                   log_tail="ModuleNotFoundError: toyservers.httptools_server"))
     return [
         result("axum", "axum", [60_000.0]),
         result("asyncio", "raw", [78_000.0, 80_000.0, 82_000.0]),
