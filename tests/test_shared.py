@@ -316,21 +316,20 @@ def _state(**config: Any) -> ServerState:
 
 def test_http_scope() -> None:
     conn = FakeConnection(_state(root_path="/api"))
-    scope = http_scope(conn.state, "GET", "1.1", b"/a%20b/%E2%82%AC", b"q=1",
-                       [(b"host", b"h")], conn)
+    scope = http_scope(conn, "GET", "1.1", b"/a%20b/%E2%82%AC", b"q=1", [(b"host", b"h")])
     assert scope["path"] == "/api/a b/\u20ac" and scope["raw_path"] == b"/api/a%20b/%E2%82%AC"
     assert scope["root_path"] == "/api" and scope["query_string"] == b"q=1"
     assert scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
     assert scope["state"] == {"db": "x"} and scope["state"] is not conn.state.lifespan_state
     assert "extensions" not in scope
     conn.tls = {"tls_version": 0x0304}
-    assert http_scope(conn.state, "GET", "1.1", b"/", b"", [], conn)["extensions"] == {
+    assert http_scope(conn, "GET", "1.1", b"/", b"", [])["extensions"] == {
         "tls": {"tls_version": 0x0304}}
 
 
 def test_access_log_writes_the_raw_target(caplog: pytest.LogCaptureFixture) -> None:
     conn = FakeConnection(_state())
-    scope = http_scope(conn.state, "GET", "1.1", b"/x%0d%0aforged%1b[31m", b"a=%0a", [], conn)
+    scope = http_scope(conn, "GET", "1.1", b"/x%0d%0aforged%1b[31m", b"a=%0a", [])
     with caplog.at_level(logging.INFO, logger="toyservers.access"):
         log_access(conn.client, scope, 200)
     line = caplog.records[-1].getMessage()

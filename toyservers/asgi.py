@@ -45,15 +45,17 @@ class ClientDisconnected(OSError):
     server-specific ``OSError`` subclass there), so an app streaming to nobody stops."""
 
 
-def http_scope(state: ServerState, method: str, http_version: str, raw_path: bytes,
-               query_string: bytes, headers: Headers, conn: Connection) -> Scope:
-    """The ASGI ``http`` scope of one request.
+def http_scope(conn: Connection, method: str, http_version: str, raw_path: bytes,
+               query_string: bytes, headers: Headers) -> Scope:
+    """The ASGI ``http`` scope of one request on ``conn``.
 
     ``raw_path`` is the path as received (ASCII bytes, still percent-encoded); the scope's
     ``path`` is it percent-decoded as UTF-8, both prefixed with ``config.root_path``. ``conn``
-    gives ``client``, ``server``, ``scheme`` and the ``tls`` extension. The lifespan ``state``
-    is copied, so one request cannot change what the next one sees (ASGI lifespan spec).
+    gives ``client``, ``server``, ``scheme``, the ``tls`` extension and the server's state,
+    whose lifespan ``state`` is copied, so one request cannot change what the next one sees
+    (ASGI lifespan spec).
     """
+    state = conn.state
     root_path = state.config.root_path
     path = raw_path.decode("ascii")
     if "%" in path:

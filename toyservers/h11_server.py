@@ -267,7 +267,7 @@ class H11Protocol(HTTPProtocol):
             self.send_error(status)
             return False
         version = "1.0" if event.http_version == b"1.0" else "1.1"
-        scope = http_scope(self.state, method, version, raw_path, query_string, headers, self)
+        scope = http_scope(self, method, version, raw_path, query_string, headers)
         self.cycle = cycle = RequestResponseCycle(self, scope)
         cycle.start_task(self.app)
         return True

@@ -288,7 +288,7 @@ class HttpToolsProtocol(HTTPProtocol):
             raw_path, query = split_target(method, self.url)
         except BadTarget:
             self.stop_parsing(400)  # RFC 9112 §3.2: none of the four request-target forms
-        scope = http_scope(self.state, method, version, raw_path, query, self.headers, self)
+        scope = http_scope(self, method, version, raw_path, query, self.headers)
         # RFC 9110 §10.1.1: 100 (Continue) only when a body is expected, and never to 1.0.
         expect = self.expect and version == "1.1" and (
             te is not None or self.content_length not in (None, b"0"))

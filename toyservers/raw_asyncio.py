@@ -350,7 +350,7 @@ class RawHTTPProtocol(HTTPProtocol):
         if asgi.at_concurrency_limit(self.state):
             self.send_error(503, "at the concurrency limit")
             return
-        scope = asgi.http_scope(self.state, method, version, raw_path, query, headers, self)
+        scope = asgi.http_scope(self, method, version, raw_path, query, headers)
         has_body = chunked or bool(content_length)
         self.cycle = cycle = RequestResponseCycle(self, scope, keep_alive, expect_100 and has_body)
         cycle.start_task(self.app)
