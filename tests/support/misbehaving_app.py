@@ -100,19 +100,9 @@ async def _read_body(receive: Any, record: dict[str, Any] | None = None) -> byte
             return body
 
 
-async def _lifespan(receive: Any, send: Any) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        await _lifespan(receive, send)
+        await echo_app(scope, receive, send)  # it completes startup and shutdown
         return
     path = scope["path"]
     query = _query(scope)
