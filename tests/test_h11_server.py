@@ -89,6 +89,21 @@ async def hello_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"hello"})
 
 
+def body_reader(sizes: list[int], start: asyncio.Event | None = None) -> App:
+    """An app that waits for ``start`` (when given), reads the whole request body recording
+    the size of each ``http.request`` message in ``sizes``, then answers like hello_app."""
+    async def reader(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if start is not None:
+            await start.wait()
+        while True:
+            message = await receive()
+            sizes.append(len(message["body"]))
+            if not message["more_body"]:
+                break
+        await hello_app(scope, receive, send)
+    return reader
+
+
 def test_response_head_and_body_leave_in_one_write() -> None:
     async def main(loop: FakeClockLoop) -> None:
         h = Harness(hello_app)
@@ -196,17 +211,8 @@ def test_read_backpressure_pauses_until_the_app_reads() -> None:
     received: list[int] = []
     reading = asyncio.Event()
 
-    async def slow_reader(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        await reading.wait()
-        while True:
-            message = await receive()
-            received.append(len(message["body"]))
-            if not message["more_body"]:
-                break
-        await hello_app(scope, receive, send)
-
     async def main(loop: FakeClockLoop) -> None:
-        h = Harness(slow_reader)
+        h = Harness(body_reader(received, reading))
         size = 3 * HIGH_WATER_LIMIT
         await h.feed(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % size)
         await h.feed(b"x" * (HIGH_WATER_LIMIT + 1))
@@ -615,16 +621,8 @@ def test_tiny_chunks_are_pulled_in_slices() -> None:
     turn in between (reading pauses meanwhile), and the app still gets the whole body."""
     sizes: list[int] = []
 
-    async def reader(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        while True:
-            message = await receive()
-            sizes.append(len(message["body"]))
-            if not message["more_body"]:
-                break
-        await hello_app(scope, receive, send)
-
     async def main(loop: FakeClockLoop) -> None:
-        h = Harness(reader)
+        h = Harness(body_reader(sizes))
         count = 5 * MAX_EVENTS
         h.protocol.data_received(CHUNKED + b"1\r\nx\r\n" * count + b"0\r\n\r\n")
         assert h.transport.reading_paused  # a slice done; the rest waits for the loop
