@@ -5,9 +5,11 @@
 each row in order, what the table shows beside the RPS:
 
 - ``us_per_request``: microseconds of server time per request, ``1e6 / rps``;
-- ``below``: the row this one is compared with, as ``"layer/server"``: an ``asgi`` row with
-  the ``asyncio`` row, a ``starlette`` row with the ``asgi`` row of the same server, a
-  ``fastapi`` row with the ``starlette`` row of the same server; other rows have none;
+- ``below``: the row this one is compared with, as ``"layer/server"``: the ``asgi`` row of
+  the ``bare`` baseline with the ``asyncio`` row, any other ``asgi`` row with the ``bare`` row
+  (with the ``asyncio`` row when there is no ``bare`` row), a ``starlette`` row with the
+  ``asgi`` row of the same server, a ``fastapi`` row with the ``starlette`` row of the same
+  server; other rows have none;
 - ``us_added``: this row's µs per request minus its below's;
 - ``pct_of_below``: this row's RPS as a percentage of its below's (the published "decay").
 
@@ -24,6 +26,8 @@ from typing import Any
 
 #: For each layer, the layer below it and whether the below must be on the same server.
 BELOW = {"asgi": ("asyncio", False), "starlette": ("asgi", True), "fastapi": ("starlette", True)}
+#: The server name of the baseline row that the other ``asgi`` rows are compared with.
+BARE = "bare"
 
 
 # --8<-- [start:exercise]
@@ -34,7 +38,10 @@ def derive(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         rps = row["rps_median"]
         below = None
-        if row["layer"] in BELOW:
+        if row["layer"] == "asgi" and row["server"] != BARE:
+            below = next((other for other in rows
+                          if other["layer"] == "asgi" and other["server"] == BARE), None)
+        if below is None and row["layer"] in BELOW:
             layer, same_server = BELOW[row["layer"]]
             below = next((other for other in rows if other["layer"] == layer
                           and (not same_server or other["server"] == row["server"])), None)

@@ -5,9 +5,11 @@
 each row in order, what the table shows beside the RPS:
 
 - ``us_per_request``: microseconds of server time per request, ``1e6 / rps``;
-- ``below``: the row this one is compared with, as ``"layer/server"``: an ``asgi`` row with
-  the ``asyncio`` row, a ``starlette`` row with the ``asgi`` row of the same server, a
-  ``fastapi`` row with the ``starlette`` row of the same server; other rows have none;
+- ``below``: the row this one is compared with, as ``"layer/server"``: the ``asgi`` row of
+  the ``bare`` baseline with the ``asyncio`` row, any other ``asgi`` row with the ``bare`` row
+  (with the ``asyncio`` row when there is no ``bare`` row), a ``starlette`` row with the
+  ``asgi`` row of the same server, a ``fastapi`` row with the ``starlette`` row of the same
+  server; other rows have none;
 - ``us_added``: this row's µs per request minus its below's;
 - ``pct_of_below``: this row's RPS as a percentage of its below's (the published "decay").
 
@@ -27,6 +29,8 @@ from typing import Any
 
 #: For each layer, the layer below it and whether the below must be on the same server.
 BELOW = {"asgi": ("asyncio", False), "starlette": ("asgi", True), "fastapi": ("starlette", True)}
+#: The server name of the baseline row that the other ``asgi`` rows are compared with.
+BARE = "bare"
 
 
 # --8<-- [start:exercise]
@@ -34,8 +38,9 @@ def derive(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One dict per row: ``layer``, ``server``, ``us_per_request``, ``below``, ``us_added``,
     ``pct_of_below`` (µs, µs, percent; None where they do not apply)."""
     # ---- EXERCISE: replace the line below with your code. ----------------------------------
-    # Hints: 1e6 / rps is µs per request; find each row's below with BELOW (the first row of
-    # that layer, on the same server when BELOW says so); a failed row has rps_median None.
+    # Hints: 1e6 / rps is µs per request; an asgi row other than bare looks for the bare row
+    # first; else find the below with BELOW (the first row of that layer, on the same server
+    # when BELOW says so); a failed row has rps_median None.
     raise NotImplementedError("exercise 6: write derive()")
 # --8<-- [end:exercise]
 

@@ -79,6 +79,18 @@ def test_starlette_compares_with_the_asgi_row_of_its_own_server() -> None:
     assert derived["starlette/uvicorn"]["pct_of_below"] == pytest.approx(50.0)
 
 
+def test_asgi_rows_compare_with_the_bare_row_and_bare_with_asyncio() -> None:
+    rows = [row("asyncio", "raw", 100_000.0), row("asgi", "bare", 80_000.0),
+            row("asgi", "uvicorn", 40_000.0), row("starlette", "uvicorn", 20_000.0)]
+    derived = by_name(rows)
+    assert derived["asgi/bare"]["below"] == "asyncio/raw"
+    assert derived["asgi/bare"]["us_added"] == pytest.approx(2.5)
+    assert derived["asgi/uvicorn"]["below"] == "asgi/bare"
+    assert derived["asgi/uvicorn"]["us_added"] == pytest.approx(12.5)
+    assert derived["asgi/uvicorn"]["pct_of_below"] == pytest.approx(50.0)
+    assert derived["starlette/uvicorn"]["below"] == "asgi/uvicorn"
+
+
 def test_a_failed_row_has_no_figures_and_leaves_the_row_above_without_a_comparison() -> None:
     rows = [row("asyncio", "raw", 100_000.0), row("asgi", "uvicorn", None),
             row("starlette", "uvicorn", 20_000.0)]
