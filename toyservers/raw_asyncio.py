@@ -1,12 +1,13 @@
 """toy-raw: an HTTP/1.1 ASGI server on a plain asyncio.Protocol, with HTTP parsed by hand.
 
 I/O model: one ``asyncio.Protocol`` per TCP connection. ``data_received`` appends the bytes to a
-buffer; once it holds a whole request head, the pure functions below check and split it and a
+buffer; once it holds a whole request head, the project's own parser
+(``toyservers.http1_parser``: plain functions on bytes, no I/O) checks and splits it, and a
 ``RequestResponseCycle`` runs the app as a Task. Body bytes (counted by Content-Length or
 decoded by ``ChunkedDecoder``) reach the app through ``receive()``; ``send()`` frames the
 response with ``http1.ResponseFramer``. One request at a time: a pipelined request waits in the
-buffer until the response in flight is complete. The parsers use ``find``/``split``/
-``translate``/``re`` on whole byte strings, which run in C, never a Python loop over bytes.
+buffer until the response in flight is complete. What this module adds to the parser is the
+I/O: when to parse, when to pause reading, which deadline runs, how to close.
 
 Deliberately left out: the upgrade to WebSocket or h2c, request trailers reaching the app (they
 are checked and dropped: ASGI has no event for them), response trailers, decoding any transfer
@@ -31,10 +32,16 @@ from collections.abc import Callable
 
 from toyservers import asgi, http1
 from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
-from toyservers._types import ASGIApp, Headers, Message, Scope
+from toyservers._types import ASGIApp, Message, Scope
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT
-from toyservers.http1 import HEAD_BYTES, TCHAR
+from toyservers.http1_parser import (
+    BadRequest,
+    ChunkedDecoder,
+    body_framing,
+    check_partial_head,
+    parse_request_head,
+)
 
 logger = logging.getLogger("toyservers.error")
 
@@ -42,221 +49,11 @@ logger = logging.getLogger("toyservers.error")
 # ---------------------------------------------------------------------------------- constants
 
 LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
-HEX_DIGITS = b"0123456789abcdefABCDEF"
 # Deadline kinds: one timer per connection, its meaning depends on what we are waiting for.
 IDLE, HEAD, BODY, LINGER = "idle", "head", "body", "linger"
 # Connection phases: reading a head; reading a body; body read, response in flight; closed.
 READ_HEAD, READ_BODY, WAIT_RESPONSE, CLOSED = "head", "body", "wait", "closed"
-# ChunkedDecoder states: size -> data -> data-end -> size ... -> trailer -> done
-SIZE, DATA, DATA_END, TRAILER, DONE = "size", "data", "data-end", "trailer", "done"
 # --8<-- [end:constants]
-
-
-# ------------------------------------------------------------------------------- wire helpers
-
-
-class BadRequest(Exception):
-    """A request we refuse: answer ``status`` (400, 408, 413, 414, 431, 501, 505) and close."""
-
-    def __init__(self, status: int, reason: str) -> None:  # reason: for the debug log
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
-def check_partial_head(buffer: bytes | bytearray, max_request_line: int, max_header_size: int,
-                       max_headers: int) -> None:
-    """Refuse an unfinished head (no blank line yet) already known to be bad: 414 request line
-    too long, 431 too many header bytes or fields, 400 a forbidden byte or a bare CR/LF."""
-    line_end = buffer.find(b"\r\n")
-    if line_end < 0:
-        if len(buffer) > max_request_line + 1:
-            raise BadRequest(414, "request line too long")
-    elif line_end > max_request_line:
-        raise BadRequest(414, "request line too long")
-    elif len(buffer) - line_end - 5 > max_header_size:
-        raise BadRequest(431, "header block too large")
-    elif buffer.count(b"\r\n") > max_headers + 1:
-        raise BadRequest(431, "too many header fields")
-    # Deleting HEAD_BYTES leaves forbidden bytes and CR/LF: two per CRLF, else a bare CR or LF
-    # (RFC 9112 §2.2: we take the strict side of "MAY recognize a single LF as a line end").
-    others = len(buffer.translate(None, HEAD_BYTES)) - 2 * buffer.count(b"\r\n")
-    if others > 1 or (others == 1 and not buffer.endswith(b"\r")):  # a CR may await its LF
-        raise BadRequest(400, "invalid character or bare CR/LF in the request head")
-
-
-def parse_fields(lines: list[bytes]) -> Headers:
-    """Split field lines (RFC 9112 §5: field-name ":" OWS field-value OWS) into ASGI headers.
-
-    400 for obs-fold, no colon, or a name that is not a token, as with whitespace before the
-    colon (RFC 9112 §5.1: "A server MUST reject, with a response status code of 400")."""
-    headers = []
-    for line in lines:
-        name, colon, value = line.partition(b":")
-        if not colon or not name or name.translate(None, TCHAR):
-            if line[:1] in (b" ", b"\t"):  # RFC 9112 §5.2: obs-fold, refused with 400
-                raise BadRequest(400, "obsolete line folding or whitespace before a field")
-            raise BadRequest(400, "invalid field line" if colon else "field line without a colon")
-        headers.append((name.lower(), value.strip(b" \t")))
-    return headers
-
-
-# --8<-- [start:parse_request_head]
-def parse_request_head(head: bytes, max_request_line: int = 8192, max_header_size: int = 16384,
-                       max_headers: int = 100) -> tuple[str, bytes, str, Headers]:
-    """Parse the bytes before the blank line that ends a request head (RFC 9112 §2.1) into
-    ``(method, target, "1.1" or "1.0", headers)`` (1.2 and later minors answer as 1.1, RFC 9110
-    §6.2). BadRequest: 400 malformed, 414 or 431 over the limits, 505 not HTTP/1."""
-    lines = head.split(b"\r\n")
-    if len(head.translate(None, HEAD_BYTES)) != 2 * (len(lines) - 1):
-        raise BadRequest(400, "invalid character or bare CR/LF in the request head")
-    request_line = lines[0]
-    if len(request_line) > max_request_line:
-        raise BadRequest(414, "request line too long")
-    if len(head) - len(request_line) - 2 > max_header_size or len(lines) > max_headers + 1:
-        raise BadRequest(431, "header block too large")
-    # RFC 9112 §3: request-line = method SP request-target SP HTTP-version (single spaces).
-    parts = request_line.split(b" ")
-    if len(parts) != 3:
-        raise BadRequest(400, "malformed request line")
-    method, target, version = parts
-    if not method or method.translate(None, TCHAR):
-        raise BadRequest(400, "invalid method")
-    if not target or not target.isascii() or b"\t" in target:  # forms: http1.split_target
-        raise BadRequest(400, "invalid request target")
-    if version == b"HTTP/1.1":  # the common case, without the regular expression
-        http_version = "1.1"
-    else:
-        match = http1.HTTP_VERSION.fullmatch(version)
-        if match is None:
-            raise BadRequest(400, "invalid HTTP version")
-        if match[1] != b"1":
-            raise BadRequest(505, "HTTP version not supported")
-        http_version = "1.0" if match[2] == b"0" else "1.1"
-    return method.decode("ascii"), target, http_version, parse_fields(lines[1:])
-# --8<-- [end:parse_request_head]
-
-
-# --8<-- [start:body_framing]
-def body_framing(http_version: str, headers: Headers) -> tuple[int | None, bool, bool, bool]:
-    """How the request body ends, and whether the connection persists (RFC 9112 §6, §9.3):
-    ``(content_length or None, chunked, keep_alive, expect_100)``, the last one when the client
-    waits for ``100 Continue`` (RFC 9110 §10.1.1). BadRequest: 400 for bad framing or Host
-    (``http1.host_status``), 501 for a coding but chunked (``http1.transfer_coding_status``)."""
-    content_length: int | None = None
-    hosts: list[bytes] = []
-    codings: list[bytes] = []  # the Transfer-Encoding lines: one list (RFC 9110 §5.3)
-    connection = expect = b""
-    for name, value in headers:
-        if name == b"content-length":
-            # RFC 9110 §8.6: 1*DIGIT, given once; past 2**63 - 1, "invalid" (RFC 9112 §6.3).
-            if content_length is not None or not value.isdigit() or len(value) > 19 \
-                    or int(value) > http1.MAX_CONTENT_LENGTH:
-                raise BadRequest(400, "invalid or repeated Content-Length")
-            content_length = int(value)
-        elif name == b"transfer-encoding":
-            codings.append(value)
-        elif name == b"host":
-            hosts.append(value)
-        elif name == b"connection":
-            connection += b"," + value
-        elif name == b"expect":
-            expect = value
-    if http1.host_status(hosts, http_version):
-        raise BadRequest(400, "missing, repeated or invalid Host")
-    if codings:
-        status = http1.transfer_coding_status(b",".join(codings), http_version,
-                                              content_length is not None)
-        if status:
-            raise BadRequest(status, "a Transfer-Encoding we cannot or may not read")
-    # RFC 9112 §9.3: 1.1 persists unless "close"; 1.0 only when it asks for keep-alive.
-    tokens = http1.list_elements(connection) if connection else []
-    keep_alive = b"close" not in tokens and (http_version == "1.1" or b"keep-alive" in tokens)
-    expect_100 = http_version == "1.1" and expect.lower() == b"100-continue"
-    return content_length, bool(codings), keep_alive, expect_100
-# --8<-- [end:body_framing]
-
-
-# --8<-- [start:chunked_decoder]
-class ChunkedDecoder:
-    """Incremental decoder of a chunked request body (RFC 9112 §7.1).
-
-    ``feed(buffer, limit)`` consumes the connection's bytearray until it runs out or ``limit``
-    bytes of data are out, and returns the data; once ``done``, the rest is the next request's.
-    Trailers (§7.1.2) are checked and dropped. BadRequest: 400 for bad framing or a line over
-    ``max_line``, 431 for trailers over ``max_trailer_size`` bytes or ``max_trailers`` lines.
-    An offset walks the buffer, which is cut once at the end, and bare hex sizes skip the regex:
-    300k one-byte chunks (1.8 MB, 256 KiB reads) took 1.5 s with a ``del`` and a regex per
-    chunk, 0.4 s so.
-    """
-
-    def __init__(self, max_line: int = http1.MAX_CHUNK_LINE, max_trailer_size: int = 16384,
-                 max_trailers: int = 100) -> None:
-        self.max_line, self.max_trailer_size, self.max_trailers = max_line, max_trailer_size, \
-            max_trailers
-        self.state = SIZE
-        self.remaining = self.trailer_size = self.trailers = 0  # remaining: of this chunk
-        self.done = False
-
-    def feed(self, buffer: bytearray, limit: int = HIGH_WATER_LIMIT) -> bytes:
-        out: list[bytearray] = []
-        pos, end, got = 0, len(buffer), 0
-        state, remaining, max_line = self.state, self.remaining, self.max_line
-        while got < limit and state is not DONE:
-            if state is SIZE:  # chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF
-                eol = buffer.find(b"\r\n", pos, pos + max_line)
-                if eol < 0:
-                    self._line_end(buffer, pos)  # raises if the line can never be valid
-                    break
-                line = buffer[pos:eol]
-                if 0 < eol - pos <= 16 and not line.translate(None, HEX_DIGITS):
-                    remaining = int(line, 16)
-                else:  # chunk extensions, or an error
-                    match = http1.CHUNK_LINE.fullmatch(line)
-                    if match is None:
-                        raise BadRequest(400, "invalid chunk size line")
-                    remaining = int(match[1], 16)
-                pos = eol + 2
-                state = DATA if remaining else TRAILER
-            if state is DATA:
-                take = remaining if remaining <= end - pos else end - pos
-                out.append(buffer[pos:pos + take])
-                pos, got, remaining = pos + take, got + take, remaining - take
-                if remaining:
-                    break
-                state = DATA_END
-            if state is DATA_END:
-                if not buffer.startswith(b"\r\n", pos):
-                    if not b"\r\n".startswith(buffer[pos:pos + 2]):
-                        raise BadRequest(400, "chunk data not followed by CRLF")
-                    break  # the CRLF has not all come yet
-                pos, state = pos + 2, SIZE
-            elif state is TRAILER:  # trailer-section = *( field-line CRLF ), then CRLF
-                eol = self._line_end(buffer, pos)
-                if eol < 0:
-                    break
-                field, pos = bytes(buffer[pos:eol]), eol + 2
-                if not field:
-                    state, self.done = DONE, True
-                    break
-                self.trailer_size += len(field) + 2
-                self.trailers += 1
-                if self.trailer_size > self.max_trailer_size or self.trailers > self.max_trailers:
-                    raise BadRequest(431, "trailer section too large")
-                if field.translate(None, HEAD_BYTES):
-                    raise BadRequest(400, "invalid character or bare CR/LF in a trailer")
-                parse_fields([field])
-        del buffer[:pos]
-        self.state, self.remaining = state, remaining
-        return b"".join(out)
-
-    def _line_end(self, buffer: bytearray, pos: int) -> int:
-        """Where the CRLF ending the line at ``pos`` is, -1 until it comes; 400 for a line over
-        ``max_line`` bytes (RFC 9112 §7.1.1: a server "ought to limit" extensions) or a bare LF."""
-        eol = buffer.find(b"\r\n", pos, pos + self.max_line)
-        if eol < 0 and (len(buffer) - pos >= self.max_line or buffer.find(b"\n", pos) >= 0):
-            raise BadRequest(400, "chunk line too long, or a bare LF")
-        return eol
-# --8<-- [end:chunked_decoder]
 
 
 # -------------------------------------------------------------------------- Protocol interface
