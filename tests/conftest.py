@@ -1,0 +1,30 @@
+"""Fixtures for the protocol tests of the toy servers (see tests/support/protocol_harness.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.mock import FakeClockLoop
+from tests.support.protocol_harness import PROTOCOLS, Harness, fake_loop_fixture, open_connection
+
+
+@pytest.fixture
+def fake_loop() -> Iterator[FakeClockLoop]:
+    yield from fake_loop_fixture()
+
+
+@pytest.fixture(params=list(PROTOCOLS), ids=list(PROTOCOLS))
+def toy_server(request: pytest.FixtureRequest) -> str:
+    """The toy server a protocol test runs against (a per-server file overrides this)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def connect(fake_loop: FakeClockLoop, toy_server: str) -> Callable[..., Harness]:
+    """``connect(app, **config)``: a new connection to ``toy_server`` serving ``app``."""
+    def open_(app: Any, **config: Any) -> Harness:
+        return open_connection(fake_loop, toy_server, app, **config)
+    return open_
