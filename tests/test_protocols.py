@@ -314,6 +314,17 @@ def test_pipelined_requests_behind_a_response_in_flight_pause_reading(connect: C
     assert statuses(h.take()) == [200] * 4 and not h.reading_paused and not h.closed
 
 
+def test_pipelined_burst_in_one_read_is_answered_in_full(connect: Connect) -> None:
+    count = HIGH_WATER_LIMIT // 30 + 500  # past toy-raw's read-ahead limit too
+    h = connect(hello_app)
+    burst = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n" * count
+    # right after data_received returns: the requests not served yet hold reading
+    assert h.call(lambda: (h.protocol.data_received(burst), h.reading_paused)[1])
+    h.spin(4 * count)
+    assert statuses(h.take()) == [200] * count
+    assert not h.reading_paused and not h.closed
+
+
 def test_read_ahead_of_many_pipelined_requests_pauses_reading(connect: Connect) -> None:
     gate = asyncio.Event()
 
@@ -398,6 +409,15 @@ def test_chunked_request_body_is_streamed_to_the_app(connect: Connect) -> None:
     assert json.loads(split_response(out)[2])["body"] == "abcde"
 
 
+def test_chunk_extensions_and_trailers_split_anywhere(connect: Connect) -> None:
+    body = b'5;name=value;flag\r\nhello\r\n6;q="a \\"b\\""\r\n world\r\n0\r\nX-T: 1\r\n\r\n'
+    for cut in range(len(body)):
+        h = connect(echo_app)
+        out = h.feed(CHUNKED + body[:cut]) + h.feed(body[cut:])
+        assert statuses(out) == [200], cut
+        assert json.loads(out.partition(b"\r\n\r\n")[2])["body"] == "hello world"
+
+
 def test_chunk_extensions_within_the_limit_are_ignored(connect: Connect) -> None:
     ext = b";e=" + b"v" * 4000
     h = connect(echo_app)
@@ -438,6 +458,9 @@ def test_limits_give_413(connect: Connect) -> None:
     h = connect(hello_app, max_body_size=4)
     out = h.feed(CHUNKED + b"3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n")
     assert statuses(out) == [413] and h.closed
+    h = connect(echo_app, max_body_size=5)  # exactly the limit is allowed
+    assert statuses(h.feed(POST + b"Content-Length: 5\r\n\r\nhello")) == [200]
+    assert statuses(h.feed(CHUNKED + b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")) == [200]
 
 
 def test_limit_concurrency_answers_503(connect: Connect) -> None:
@@ -549,6 +572,7 @@ def test_http_1_0_closes_after_the_response(connect: Connect) -> None:
     h = connect(hello_app)
     out = h.feed(b"GET / HTTP/1.0\r\n\r\n")
     assert statuses(out) == [200] and out.endswith(b"\r\n\r\nhello") and h.closed
+    assert split_response(out)[1][b"connection"] == b"close"
 
 
 # RFC 9112 §9.3 lets a server close any HTTP/1.0 exchange; h11 always does (h11 decides it).
@@ -755,6 +779,14 @@ def test_app_response_mistakes_give_500_before_any_byte(connect: Connect, app: A
     assert "Exception in ASGI application" in caplog.text
 
 
+@servers_except({"toy-h11": "h11 refuses the short message as a whole: nothing is written (not "
+                             "the response, nor a 500) before the close"})
+def test_response_shorter_than_its_content_length_closes(connect: Connect) -> None:
+    h = connect(_mistake(200, [(b"content-length", b"5")], (b"abc", False)))
+    out = h.feed(GET + GET)
+    assert statuses(out) == [200] and out.endswith(b"abc") and h.closed
+
+
 @pytest.mark.parametrize("last", [b"b", "b"], ids=["too-short", "str-body"])
 def test_mistake_mid_stream_closes(connect: Connect, last: Any) -> None:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -809,6 +841,7 @@ BAD_REQUESTS = {
     "two-lengths": (POST + b"Content-Length: 1\r\nContent-Length: 2\r\n\r\n", 400),
     "two-equal-lengths": (POST + b"Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc", 400),
     "length-over-63-bits": (POST + b"Content-Length: 99999999999999999999\r\n\r\n", 400),
+    "length-21-digits": (POST + b"Content-Length: 999999999999999999999\r\n\r\n", 400),
     "length-and-chunked": (POST + b"Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
                            400),
     "chunked-and-length": (POST + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -892,6 +925,35 @@ def test_bad_requests_get_their_status_and_a_close(connect: Connect, toy_server:
     assert b"connection: close" in out.lower() and h.closed
     assert "/smuggled" not in paths and b"smuggled" not in out
     assert h.feed(GET) == b""  # nothing after a refused request is read
+
+
+GOOD_REQUESTS = {
+    "get": (GET, "/", b""),
+    "http-1.0": (b"GET / HTTP/1.0\r\n\r\n", "/", b""),
+    "http-1.2": (b"GET / HTTP/1.2\r\nHost: a\r\n\r\n", "/", b""),  # a later 1.x: as 1.1
+    "chunked-empty": (CHUNKED + b"0\r\n\r\n", "/", b""),
+    "te-case-and-space": (POST + b"Transfer-Encoding: Chunked \r\n\r\n0\r\n\r\n", "/", b""),
+    "latin-1-and-tab-in-value": (b"GET / HTTP/1.1\r\nHost: a\r\nX: caf\xe9\tok\r\n\r\n", "/",
+                                 b""),
+    "absolute-form": (b"GET http://a/x?y HTTP/1.1\r\nHost: a\r\n\r\n", "/x", b"y"),
+    "absolute-form-port": (b"GET http://t:80/p?q=1 HTTP/1.1\r\nHost: t:80\r\n\r\n", "/p",
+                           b"q=1"),
+    "absolute-form-no-path": (b"GET http://t HTTP/1.1\r\nHost: [::1]:8000\r\n\r\n", "/", b""),
+    "asterisk-form": (b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", "*", b""),
+}
+
+
+@pytest.mark.parametrize("case", GOOD_REQUESTS)
+def test_good_requests_are_served(connect: Connect, case: str) -> None:
+    data, path, query = GOOD_REQUESTS[case]
+    seen: list[tuple[str, bytes]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        seen.append((scope["path"], scope["query_string"]))
+        await echo_app(scope, receive, send)
+
+    out = connect(app).feed(data)
+    assert statuses(out) == [200] and seen == [(path, query)]
 
 
 def test_error_after_a_good_request_waits_its_turn(connect: Connect) -> None:
