@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import ssl
@@ -31,12 +32,11 @@ from typing import Any
 import pytest
 import trustme
 
-from bench.process import ServerProcess, free_port
 from tests.conformance import apps, support
+from tests.support.running import RunningServer, running_server
 from toyservers.registry import SERVERS, available
 
 APP = "tests.conformance.apps:app"
-ROOT = Path(__file__).resolve().parents[2]
 IDLE_BOUND = 8.0  # seconds an idle keep-alive connection may stay open (uvicorn closes at 5)
 SLOW_HEADERS_BOUND = 13.0  # seconds a trickled header block may last (toy servers: 10)
 TRICKLE_INTERVAL = 0.5  # seconds between the bytes of a trickled header block
@@ -216,72 +216,44 @@ def slow_headers_probe(port: int) -> SlowHeadersResult:
 
 
 @dataclass
-class RunningServer:
+class ConformanceServer(RunningServer):
     """A server process serving ``apps:app``, with the probes started alongside it."""
 
-    name: str
-    process: ServerProcess
-    lifespan_file: Path
+    lifespan_file: Path = Path()
     probes: dict[str, Probe] = field(default_factory=dict)
 
-    @property
-    def port(self) -> int:
-        return self.process.port
 
-    @property
-    def version(self) -> str:
-        return SERVERS[self.name].version()
-
-
-def start_server(name: str, workdir: Path, *, tls: tuple[str, str] | None = None
-                 ) -> tuple[ServerProcess, Path]:
-    """Start ``name`` serving the conformance app on a free port; waits until it accepts.
-
-    ``tls`` is a ``(certfile, keyfile)`` pair: serve HTTPS. Returns the process and the
-    lifespan record file. Raises bench.process.ServerStartError.
-    """
+@contextlib.contextmanager
+def conformance_server(name: str, workdir: Path, *, tls: tuple[str, str] | None = None
+                       ) -> Iterator[ConformanceServer]:
+    """``name`` serving the conformance app on a free port (tests/support/running.py), with
+    the lifespan record file in ``workdir``; ``tls`` is a ``(certfile, keyfile)`` pair: serve
+    HTTPS. Raises bench.process.ServerStartError."""
     lifespan_file = workdir / "lifespan.txt"
     lifespan_file.write_text("")
-    env = {
-        apps.LIFESPAN_FILE_ENV: str(lifespan_file),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    port = free_port()
-    argv = SERVERS[name].command(APP, support.HOST, port, tls=tls)
-    process = ServerProcess(argv, port=port, cwd=ROOT, env=env, startup_timeout=30.0,
-                            log_path=workdir / "server.log")
-    process.start()
-    return process, lifespan_file
+    with running_server(name, app=APP, tls=tls, env={apps.LIFESPAN_FILE_ENV: str(lifespan_file)},
+                        log_path=workdir / "server.log") as running:
+        yield ConformanceServer(name, running.process, lifespan_file)
 
 
 @pytest.fixture(scope="session")
 def server(server_name: str, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[RunningServer]:
+           ) -> Iterator[ConformanceServer]:
     """The shared server process for ``server_name`` (one per session), probes running."""
     workdir = tmp_path_factory.mktemp(f"conformance-{server_name}")
-    process, lifespan_file = start_server(server_name, workdir)
-    running = RunningServer(server_name, process, lifespan_file)
-    running.probes["idle"] = Probe(lambda: idle_probe(process.port))
-    running.probes["slow-headers"] = Probe(lambda: slow_headers_probe(process.port))
-    try:
+    with conformance_server(server_name, workdir) as running:
+        running.probes["idle"] = Probe(lambda: idle_probe(running.port))
+        running.probes["slow-headers"] = Probe(lambda: slow_headers_probe(running.port))
         yield running
-    finally:
-        process.stop()
 
 
 @dataclass
-class TLSServer:
+class TLSServer(RunningServer):
     """A second process of the same server, serving HTTPS with a certificate for 127.0.0.1
     from a throwaway CA; ``client_context`` trusts that CA."""
 
-    name: str
-    process: ServerProcess
-    client_context: ssl.SSLContext
-    server_cert: str  # the PEM certificate the server presents
-
-    @property
-    def port(self) -> int:
-        return self.process.port
+    client_context: ssl.SSLContext = field(default_factory=ssl.create_default_context)
+    server_cert: str = ""  # the PEM certificate the server presents
 
 
 @pytest.fixture(scope="session")
@@ -298,9 +270,6 @@ def tls_server(server_name: str, tmp_path_factory: pytest.TempPathFactory
     issued.private_key_pem.write_to_path(str(key))
     context = ssl.create_default_context()
     ca.configure_trust(context)
-    process, _ = start_server(server_name, workdir, tls=(str(cert), str(key)))
-    try:
-        yield TLSServer(server_name, process, context,
+    with conformance_server(server_name, workdir, tls=(str(cert), str(key))) as running:
+        yield TLSServer(server_name, running.process, context,
                         issued.cert_chain_pems[0].bytes().decode("ascii"))
-    finally:
-        process.stop()

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.conformance.conftest import RunningServer
+from tests.conformance.conftest import ConformanceServer
 from tests.conformance.support import Connection, get, poll, request
 
 feature = pytest.mark.feature
@@ -32,7 +32,7 @@ STALL = 1.0  # seconds without progress that count as a stall
 class PeakRSS:
     """Samples the server tree's RSS every 10 ms in a thread; ``growth`` = peak - baseline."""
 
-    def __init__(self, server: RunningServer) -> None:
+    def __init__(self, server: ConformanceServer) -> None:
         self.server = server
         self.baseline = server.process.rss()
         self.peak = self.baseline
@@ -82,7 +82,7 @@ def _download(port: int, size: int) -> int:
 
 
 @feature("large-upload")
-def test_10mb_upload_is_streamed(server: RunningServer) -> None:
+def test_10mb_upload_is_streamed(server: ConformanceServer) -> None:
     # Streaming, seen from the app: its first http.request arrives while the client still
     # holds back most of the body. (RSS alone can miss a buffering server when memory freed
     # by an earlier test is reused.)
@@ -123,7 +123,7 @@ def _progress_when_stalled(port: int, key: str, size: int) -> int:
 
 
 @feature("large-download")
-def test_10mb_download_is_streamed(server: RunningServer) -> None:
+def test_10mb_download_is_streamed(server: ConformanceServer) -> None:
     # Streaming, seen from the app: while the client reads nothing, send() stops well before
     # the whole body (kernel buffers hold about 4 MB here). RSS alone can miss a buffering
     # server when memory freed by an earlier test is reused.
@@ -142,7 +142,7 @@ def test_10mb_download_is_streamed(server: RunningServer) -> None:
 
 
 @feature("read-backpressure")
-def test_server_stops_reading_when_the_app_does_not(server: RunningServer) -> None:
+def test_server_stops_reading_when_the_app_does_not(server: ConformanceServer) -> None:
     key = f"hold-{server.name}-{time.monotonic_ns()}"
     piece = memoryview(b"b" * 65536)
     with Connection(server.port, timeout=STALL) as conn:
@@ -167,7 +167,7 @@ def test_server_stops_reading_when_the_app_does_not(server: RunningServer) -> No
 
 
 @feature("write-flow-control")
-def test_app_send_waits_for_a_slow_client(server: RunningServer) -> None:
+def test_app_send_waits_for_a_slow_client(server: ConformanceServer) -> None:
     key = f"produce-{server.name}-{time.monotonic_ns()}"
     with Connection(server.port, rcvbuf=65536) as conn:
         conn.send(request("GET", f"/produce?key={key}&size={FLOOD}"))
@@ -177,7 +177,7 @@ def test_app_send_waits_for_a_slow_client(server: RunningServer) -> None:
 
 
 @feature("disconnect")
-def test_app_receives_http_disconnect(server: RunningServer) -> None:
+def test_app_receives_http_disconnect(server: ConformanceServer) -> None:
     key = f"disc-{server.name}-{time.monotonic_ns()}"
     with Connection(server.port) as conn:
         conn.send(request("GET", f"/wait-disconnect?key={key}"))
@@ -188,7 +188,7 @@ def test_app_receives_http_disconnect(server: RunningServer) -> None:
 
 
 @feature("send-after-disconnect")
-def test_send_after_disconnect_raises_oserror(server: RunningServer) -> None:
+def test_send_after_disconnect_raises_oserror(server: ConformanceServer) -> None:
     """ASGI HTTP spec 2.4: "If send() is called on a closed connection the server should
     raise a server-specific subclass of OSError", so an app streaming to nobody stops."""
     key = f"gone-{server.name}-{time.monotonic_ns()}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conformance import apps
-from tests.conformance.conftest import RunningServer
+from tests.conformance.conftest import ConformanceServer
 from tests.conformance.support import Connection, get, request
 
 feature = pytest.mark.feature
@@ -19,20 +19,20 @@ CLOSE_WAIT = 3.0  # seconds a server gets to close a connection it must close
 
 
 @feature("app-exception-500")
-def test_exception_before_start_gives_500(server: RunningServer) -> None:
+def test_exception_before_start_gives_500(server: ConformanceServer) -> None:
     response = get(server.port, "/raise")
     assert response.status == 500
 
 
 @feature("app-exception-500")
-def test_server_survives_exceptions(server: RunningServer) -> None:
+def test_server_survives_exceptions(server: ConformanceServer) -> None:
     for _ in range(3):
         assert get(server.port, "/raise").status == 500
     assert get(server.port, "/length").body == apps.HELLO
 
 
 @feature("app-exception-500")
-def test_exception_after_start_closes_the_connection(server: RunningServer) -> None:
+def test_exception_after_start_closes_the_connection(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("GET", "/raise-after-start"))
         response = conn.read_response()
@@ -42,13 +42,13 @@ def test_exception_after_start_closes_the_connection(server: RunningServer) -> N
 
 
 @feature("no-response-500")
-def test_app_returning_without_response_gives_500(server: RunningServer) -> None:
+def test_app_returning_without_response_gives_500(server: ConformanceServer) -> None:
     response = get(server.port, "/noresponse")
     assert response.status == 500
 
 
 @feature("headers-too-large-431")
-def test_oversized_header_block_gets_431(server: RunningServer) -> None:
+def test_oversized_header_block_gets_431(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("GET", "/length", headers=[("X-Big", "a" * (1024 * 1024))]))
         response = conn.read_response()
@@ -58,7 +58,7 @@ def test_oversized_header_block_gets_431(server: RunningServer) -> None:
 
 
 @feature("too-many-headers-431")
-def test_too_many_header_fields_get_431(server: RunningServer) -> None:
+def test_too_many_header_fields_get_431(server: ConformanceServer) -> None:
     fields = [(f"X-Field-{i}", "v") for i in range(2000)]
     with Connection(server.port) as conn:
         conn.send(request("GET", "/length", headers=fields))
@@ -82,7 +82,7 @@ MALFORMED = {
 
 @feature("malformed-400")
 @pytest.mark.parametrize("case", list(MALFORMED))
-def test_malformed_request_gets_400_and_close(server: RunningServer, case: str) -> None:
+def test_malformed_request_gets_400_and_close(server: ConformanceServer, case: str) -> None:
     follow_up = request("GET", "/length")
     with Connection(server.port) as conn:
         conn.send(MALFORMED[case] + follow_up)
@@ -94,7 +94,7 @@ def test_malformed_request_gets_400_and_close(server: RunningServer, case: str) 
 
 
 @feature("malformed-400")
-def test_content_length_with_transfer_encoding_closes(server: RunningServer) -> None:
+def test_content_length_with_transfer_encoding_closes(server: ConformanceServer) -> None:
     # RFC 9112 §6.3: the server MAY reject or use Transfer-Encoding alone, but it MUST close
     # the connection after responding.
     smuggle = (b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"

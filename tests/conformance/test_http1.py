@@ -13,14 +13,14 @@ import httpx
 import pytest
 
 from tests.conformance import apps
-from tests.conformance.conftest import RunningServer
+from tests.conformance.conftest import ConformanceServer
 from tests.conformance.support import Connection, get, request
 
 feature = pytest.mark.feature
 
 
 @feature("keep-alive")
-def test_two_requests_share_one_connection(server: RunningServer) -> None:
+def test_two_requests_share_one_connection(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         for _ in range(2):
             conn.send(request("GET", "/length"))
@@ -30,7 +30,7 @@ def test_two_requests_share_one_connection(server: RunningServer) -> None:
 
 
 @feature("keep-alive")
-def test_httpx_reuses_the_connection(server: RunningServer) -> None:
+def test_httpx_reuses_the_connection(server: ConformanceServer) -> None:
     ports = set()
     with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=5.0) as client:
         for _ in range(3):
@@ -41,7 +41,7 @@ def test_httpx_reuses_the_connection(server: RunningServer) -> None:
 
 
 @feature("pipelining")
-def test_pipelined_responses_come_in_request_order(server: RunningServer) -> None:
+def test_pipelined_responses_come_in_request_order(server: ConformanceServer) -> None:
     # RFC 9112 §9.3.2: a server MUST send the responses in the order the requests were received.
     delays = [300, 0, 100]
     batch = b"".join(request("GET", f"/delay?ms={ms}&id={i}") for i, ms in enumerate(delays))
@@ -56,7 +56,7 @@ def test_pipelined_responses_come_in_request_order(server: RunningServer) -> Non
 
 
 @feature("http10")
-def test_http10_closes_after_the_response(server: RunningServer) -> None:
+def test_http10_closes_after_the_response(server: ConformanceServer) -> None:
     # RFC 9112 §9.3: HTTP/1.0 without "keep-alive" is not persistent.
     with Connection(server.port) as conn:
         conn.send(request("GET", "/length", version="HTTP/1.0", host=False))
@@ -66,7 +66,7 @@ def test_http10_closes_after_the_response(server: RunningServer) -> None:
 
 
 @feature("http10")
-def test_http10_gets_no_chunked_encoding(server: RunningServer) -> None:
+def test_http10_gets_no_chunked_encoding(server: ConformanceServer) -> None:
     # RFC 9112 §6.1: a server MUST NOT send Transfer-Encoding unless the request is HTTP/1.1+.
     with Connection(server.port) as conn:
         conn.send(request("GET", "/chunked", version="HTTP/1.0", host=False))
@@ -77,7 +77,7 @@ def test_http10_gets_no_chunked_encoding(server: RunningServer) -> None:
 
 
 @feature("connection-close")
-def test_request_connection_close_is_honoured(server: RunningServer) -> None:
+def test_request_connection_close_is_honoured(server: ConformanceServer) -> None:
     # RFC 9112 §9.6: a server that receives "close" MUST close after the final response.
     with Connection(server.port) as conn:
         conn.send(request("GET", "/length", headers=[("Connection", "close")]))
@@ -87,7 +87,7 @@ def test_request_connection_close_is_honoured(server: RunningServer) -> None:
 
 
 @feature("connection-close")
-def test_app_connection_close_is_honoured(server: RunningServer) -> None:
+def test_app_connection_close_is_honoured(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("GET", "/connection-close"))
         response = conn.read_response()
@@ -97,7 +97,7 @@ def test_app_connection_close_is_honoured(server: RunningServer) -> None:
 
 
 @feature("chunked-request")
-def test_chunked_request_body_reaches_the_app(server: RunningServer) -> None:
+def test_chunked_request_body_reaches_the_app(server: ConformanceServer) -> None:
     chunks = [b"hello ", b"chunked ", b"world" * 1000]
     body = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
     with Connection(server.port) as conn:
@@ -111,7 +111,7 @@ def test_chunked_request_body_reaches_the_app(server: RunningServer) -> None:
 
 
 @feature("chunked-response")
-def test_response_without_length_is_chunked(server: RunningServer) -> None:
+def test_response_without_length_is_chunked(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("GET", "/chunked"))
         response = conn.read_response()
@@ -122,7 +122,7 @@ def test_response_without_length_is_chunked(server: RunningServer) -> None:
 
 
 @feature("content-length")
-def test_response_keeps_the_app_content_length(server: RunningServer) -> None:
+def test_response_keeps_the_app_content_length(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("GET", "/length"))
         response = conn.read_response()
@@ -133,7 +133,7 @@ def test_response_keeps_the_app_content_length(server: RunningServer) -> None:
 
 
 @feature("content-length")
-def test_request_body_by_content_length(server: RunningServer) -> None:
+def test_request_body_by_content_length(server: ConformanceServer) -> None:
     body = bytes(range(256)) * 300
     with httpx.Client(timeout=5.0) as client:
         response = client.post(f"http://127.0.0.1:{server.port}/echo", content=body)
@@ -142,7 +142,7 @@ def test_request_body_by_content_length(server: RunningServer) -> None:
 
 
 @feature("head")
-def test_head_response_has_no_body(server: RunningServer) -> None:
+def test_head_response_has_no_body(server: ConformanceServer) -> None:
     # RFC 9110 §9.3.2: the server MUST NOT send content in the response to HEAD. The next
     # response on the connection must start right after the HEAD response's header block.
     with Connection(server.port) as conn:
@@ -155,7 +155,7 @@ def test_head_response_has_no_body(server: RunningServer) -> None:
 
 
 @feature("head")
-def test_head_keeps_the_get_headers(server: RunningServer) -> None:
+def test_head_keeps_the_get_headers(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("HEAD", "/length"))
         head = conn.read_response(head=True)
@@ -164,7 +164,7 @@ def test_head_keeps_the_get_headers(server: RunningServer) -> None:
 
 
 @feature("date-header")
-def test_date_header_is_a_current_imf_fixdate(server: RunningServer) -> None:
+def test_date_header_is_a_current_imf_fixdate(server: ConformanceServer) -> None:
     # RFC 9110 §6.6.1: an origin server with a clock MUST send Date in 2xx responses.
     response = get(server.port, "/length")
     value = response.header("date")
@@ -175,7 +175,7 @@ def test_date_header_is_a_current_imf_fixdate(server: RunningServer) -> None:
 
 
 @feature("expect-100-continue")
-def test_100_continue_waits_for_the_app_to_read(server: RunningServer) -> None:
+def test_100_continue_waits_for_the_app_to_read(server: ConformanceServer) -> None:
     key = f"expect-{server.name}-{time.monotonic_ns()}"
     headers = [("Expect", "100-continue"), ("Content-Length", "5")]
     with Connection(server.port) as conn:
@@ -191,7 +191,7 @@ def test_100_continue_waits_for_the_app_to_read(server: RunningServer) -> None:
 
 
 @feature("expect-100-continue")
-def test_no_100_continue_when_the_app_never_reads(server: RunningServer) -> None:
+def test_no_100_continue_when_the_app_never_reads(server: ConformanceServer) -> None:
     headers = [("Expect", "100-continue"), ("Content-Length", "5"), ("Connection", "close")]
     with Connection(server.port) as conn:
         conn.send(request("POST", "/no-read", headers=headers))
@@ -200,7 +200,7 @@ def test_no_100_continue_when_the_app_never_reads(server: RunningServer) -> None
 
 
 @feature("http10")
-def test_no_100_continue_to_http10(server: RunningServer) -> None:
+def test_no_100_continue_to_http10(server: ConformanceServer) -> None:
     # RFC 9110 §10.1.1: a server that receives 100-continue in HTTP/1.0 MUST ignore it.
     key = f"expect10-{server.name}-{time.monotonic_ns()}"
     headers = [("Expect", "100-continue"), ("Content-Length", "5")]

@@ -24,14 +24,14 @@ import pytest
 from websockets.sync.client import connect as ws_connect
 
 from tests.conformance import apps
-from tests.conformance.conftest import RunningServer, TLSServer
+from tests.conformance.conftest import ConformanceServer, TLSServer
 from tests.conformance.support import HOST, IO_TIMEOUT, Connection, request
 
 feature = pytest.mark.feature
 
 
 @feature("websocket")
-def test_websocket_echo(server: RunningServer) -> None:
+def test_websocket_echo(server: ConformanceServer) -> None:
     url = f"ws://{HOST}:{server.port}/ws"
     with ws_connect(url, open_timeout=IO_TIMEOUT, close_timeout=2.0) as ws:
         ws.send("hello")
@@ -67,21 +67,21 @@ def _h2_get(port: int, path: str) -> tuple[dict[bytes, bytes], bytes]:
 
 
 @feature("http2")
-def test_h2c_prior_knowledge(server: RunningServer) -> None:
+def test_h2c_prior_knowledge(server: ConformanceServer) -> None:
     headers, body = _h2_get(server.port, "/length")
     assert headers.get(b":status") == b"200"
     assert body == apps.HELLO
 
 
 @feature("http2")
-def test_h2_scope_http_version(server: RunningServer) -> None:
+def test_h2_scope_http_version(server: ConformanceServer) -> None:
     headers, body = _h2_get(server.port, "/scope")
     assert headers.get(b":status") == b"200"
     assert b'"http_version": "2"' in body
 
 
 @feature("ext-trailers")
-def test_trailers_extension(server: RunningServer) -> None:
+def test_trailers_extension(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("GET", "/trailers", headers=[("TE", "trailers")]))
         response = conn.read_response()
@@ -91,7 +91,7 @@ def test_trailers_extension(server: RunningServer) -> None:
 
 
 @feature("ext-early-hints")
-def test_early_hints_extension(server: RunningServer) -> None:
+def test_early_hints_extension(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("GET", "/early-hints"))
         first = conn.read_response(informational=True)
@@ -102,7 +102,7 @@ def test_early_hints_extension(server: RunningServer) -> None:
 
 
 @feature("ext-pathsend")
-def test_pathsend_extension(server: RunningServer) -> None:
+def test_pathsend_extension(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("GET", "/pathsend"))
         response = conn.read_response()
@@ -111,7 +111,7 @@ def test_pathsend_extension(server: RunningServer) -> None:
 
 
 @feature("ext-zerocopysend")
-def test_zerocopysend_extension(server: RunningServer) -> None:
+def test_zerocopysend_extension(server: ConformanceServer) -> None:
     with Connection(server.port) as conn:
         conn.send(request("GET", "/zerocopysend"))
         response = conn.read_response()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.conftest import RunningServer
+from tests.conformance.conftest import ConformanceServer
 from tests.conformance.support import HOST, Connection, get, request
 
 feature = pytest.mark.feature
@@ -19,7 +19,7 @@ feature = pytest.mark.feature
 TARGET = "/scope/caf%C3%A9%20x%2Fy?q=1&r=%20&s"
 
 
-def _scope(server: RunningServer) -> tuple[dict[str, Any], tuple[str, int]]:
+def _scope(server: ConformanceServer) -> tuple[dict[str, Any], tuple[str, int]]:
     """GET TARGET with mixed-case, repeated headers; the app's scope and our socket address."""
     headers = [("X-Case-One", "1"), ("x-case-two", "2"), ("X-CASE-ONE", "3")]
     with Connection(server.port) as conn:
@@ -33,7 +33,7 @@ def _scope(server: RunningServer) -> tuple[dict[str, Any], tuple[str, int]]:
 
 
 @feature("scope")
-def test_scope_basics(server: RunningServer) -> None:
+def test_scope_basics(server: ConformanceServer) -> None:
     scope, _ = _scope(server)
     assert scope["type"] == "http"
     assert scope["asgi"]["version"] == "3.0"
@@ -44,7 +44,7 @@ def test_scope_basics(server: RunningServer) -> None:
 
 
 @feature("scope")
-def test_path_is_percent_decoded_and_raw_path_is_not(server: RunningServer) -> None:
+def test_path_is_percent_decoded_and_raw_path_is_not(server: ConformanceServer) -> None:
     scope, _ = _scope(server)
     assert scope["path"] == "/scope/café x/y"
     assert scope["raw_path"] == "/scope/caf%C3%A9%20x%2Fy"
@@ -52,7 +52,7 @@ def test_path_is_percent_decoded_and_raw_path_is_not(server: RunningServer) -> N
 
 
 @feature("scope")
-def test_headers_lowercased_with_values_in_order(server: RunningServer) -> None:
+def test_headers_lowercased_with_values_in_order(server: ConformanceServer) -> None:
     # ASGI: names lowercased; "order of header values must be preserved ... the order of
     # header names is not important"; duplicates preserved.
     scope, _ = _scope(server)
@@ -62,17 +62,17 @@ def test_headers_lowercased_with_values_in_order(server: RunningServer) -> None:
 
 
 @feature("scope")
-def test_client_and_server_addresses(server: RunningServer) -> None:
+def test_client_and_server_addresses(server: ConformanceServer) -> None:
     scope, local = _scope(server)
     assert scope["client"] == [local[0], local[1]]
     assert scope["server"] == [HOST, server.port]
 
 
 @feature("lifespan")
-def test_lifespan_startup_ran_before_serving(server: RunningServer) -> None:
+def test_lifespan_startup_ran_before_serving(server: ConformanceServer) -> None:
     assert server.lifespan_file.read_text().splitlines() == ["startup"]
 
 
 @feature("lifespan")
-def test_lifespan_state_reaches_requests(server: RunningServer) -> None:
+def test_lifespan_state_reaches_requests(server: ConformanceServer) -> None:
     assert get(server.port, "/state").json() == {"lifespan": "started"}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conformance.conftest import start_server
+from tests.conformance.conftest import conformance_server
 from tests.conformance.support import Connection, Response, poll, request
 
 feature = pytest.mark.feature
@@ -43,12 +43,12 @@ class ShutdownResult:
 def shutdown_run(server_name: str, tmp_path_factory: pytest.TempPathFactory
                  ) -> Iterator[ShutdownResult]:
     workdir = tmp_path_factory.mktemp(f"shutdown-{server_name}")
-    process, lifespan_file = start_server(server_name, workdir)
     key = f"graceful-{time.monotonic_ns()}"
     response: Response | None = None
     error = ""
     exit_code: int | None = None
-    try:
+    with conformance_server(server_name, workdir) as running:
+        process, lifespan_file = running.process, running.lifespan_file
         with Connection(process.port, timeout=10.0) as conn:
             conn.send(request("GET", f"/slow?ms={SLOW_MS}&key={key}"))
             started = poll(process.port, f"/status?key={key}", lambda v: v["status"] != "")
@@ -65,8 +65,6 @@ def shutdown_run(server_name: str, tmp_path_factory: pytest.TempPathFactory
             error = error or f"still running {EXIT_WAIT:g} s after SIGTERM"
         yield ShutdownResult(response, error, exit_code, lifespan_file.read_text().splitlines(),
                              process.log_tail())
-    finally:
-        process.stop()
 
 
 @feature("graceful-shutdown")

@@ -16,8 +16,8 @@ import pytest
 from tests.conformance.conftest import (
     IDLE_BOUND,
     SLOW_HEADERS_BOUND,
+    ConformanceServer,
     IdleResult,
-    RunningServer,
     SlowHeadersResult,
 )
 
@@ -25,14 +25,14 @@ feature = pytest.mark.feature
 
 
 @feature("idle-timeout")
-def test_idle_keep_alive_connection_is_closed(server: RunningServer) -> None:
+def test_idle_keep_alive_connection_is_closed(server: ConformanceServer) -> None:
     result: IdleResult = server.probes["idle"].result(IDLE_BOUND + 10.0)
     assert result.first_status == 200
     assert result.closed, f"idle connection still open after {IDLE_BOUND:g} s"
 
 
 @feature("slow-headers")
-def test_slow_header_block_is_cut_by_a_deadline(server: RunningServer) -> None:
+def test_slow_header_block_is_cut_by_a_deadline(server: ConformanceServer) -> None:
     result: SlowHeadersResult = server.probes["slow-headers"].result(SLOW_HEADERS_BOUND + 10.0)
     assert result.closed, f"a header block trickled for {SLOW_HEADERS_BOUND:g} s was not cut"
     assert result.sent == b"" or result.sent.startswith(b"HTTP/1.1 408"), (

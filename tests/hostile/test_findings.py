@@ -42,15 +42,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from bench.process import ServerProcess, free_port
 from tests.hostile import corpus
-from tests.hostile.conftest import RunningServer
 from tests.hostile.corpus import NEXT
 from tests.hostile.wire import (
     Exchange,
@@ -60,9 +57,9 @@ from tests.hostile.wire import (
     send_all,
     split_responses,
 )
+from tests.support.running import RunningServer, running_server
 from toyservers.registry import _script, get
 
-ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.support.misbehaving_app:app"
 TOYS = ["toy-raw", "toy-h11", "toy-httptools"]
 WITH_UVICORN = [*TOYS, "uvicorn"]
@@ -99,9 +96,8 @@ def server_argv(name: str, port: int, flags: tuple[str, ...] | None) -> list[str
 @contextlib.contextmanager
 def running(name: str, flags: tuple[str, ...] | None = None) -> Iterator[RunningServer]:
     """A fresh server process for one test (it is stopped, or it stops itself)."""
-    port = free_port()
-    with ServerProcess(server_argv(name, port, flags), port=port, cwd=ROOT) as process:
-        yield RunningServer(name, ("127.0.0.1", port), process)
+    with running_server(name, lambda port: server_argv(name, port, flags)) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.hostile import corpus
-from tests.hostile.conftest import SERVERS, RunningServer
+from tests.hostile.conftest import SERVERS
 from tests.hostile.corpus import CASES, KNOWN_DIFFERENCES, NEXT, Case
 from tests.hostile.wire import (
     Exchange,
@@ -30,6 +30,7 @@ from tests.hostile.wire import (
     split_responses,
     still_silent,
 )
+from tests.support.running import RunningServer
 
 # A correct server answers every corpus case at once; one waiting for bytes that never come
 # hits its own 1-second deadline well before this.
