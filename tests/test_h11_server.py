@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from tests.support.echo_app import app as echo_app
-from tests.support.protocol_harness import GET, Harness, hello_app, statuses
+from tests.support.protocol_harness import GET, Harness, body_reader, statuses
 from toyservers.config import Config
 from toyservers.h11_server import MAX_EVENTS, serve
 
@@ -80,16 +80,7 @@ def test_tiny_chunks_are_pulled_in_slices(connect: Connect) -> None:
     """A burst of 1-byte chunks is pulled MAX_EVENTS events at a time, so the loop gets a
     turn in between (reading pauses meanwhile), and the app still gets the whole body."""
     sizes: list[int] = []
-
-    async def reader(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        while True:
-            message = await receive()
-            sizes.append(len(message["body"]))
-            if not message["more_body"]:
-                break
-        await hello_app(scope, receive, send)
-
-    h = connect(reader)
+    h = connect(body_reader(sizes))
     count = 5 * MAX_EVENTS
     burst = CHUNKED + b"1\r\nx\r\n" * count + b"0\r\n\r\n"
     # a slice done when data_received returns; the rest waits for the loop

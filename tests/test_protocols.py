@@ -24,6 +24,8 @@ from tests.support.protocol_harness import (
     PROTOCOLS,
     App,
     Harness,
+    after,
+    body_reader,
     hello_app,
     split_response,
     statuses,
@@ -71,21 +73,6 @@ def gated(gates: list[asyncio.Event], started: list[str]) -> App:
     return app
 
 
-def body_reader(sizes: list[int], start: asyncio.Event | None = None) -> App:
-    """An app that waits for ``start`` (when given), reads the whole request body recording
-    the size of each ``http.request`` message in ``sizes``, then answers like hello_app."""
-    async def reader(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if start is not None:
-            await start.wait()
-        while True:
-            message = await receive()
-            sizes.append(len(message["body"]))
-            if not message["more_body"]:
-                break
-        await hello_app(scope, receive, send)
-    return reader
-
-
 # --- responses ---------------------------------------------------------------------------------
 
 
@@ -97,6 +84,7 @@ def test_response_gets_length_date_server_in_one_write_and_stays_open(connect: C
     assert b"date" in fields and fields[b"server"] == b"toyservers"
     assert b"connection" not in fields and not h.closed
     assert len(h.transport.writes) == 1  # head and body leave together
+    assert h.state.tasks == set()  # the request's task is done and forgotten
 
 
 def test_app_headers_win_over_date_and_server(connect: Connect) -> None:
@@ -327,14 +315,9 @@ def test_pipelined_burst_in_one_read_is_answered_in_full(connect: Connect) -> No
 
 def test_read_ahead_of_many_pipelined_requests_pauses_reading(connect: Connect) -> None:
     gate = asyncio.Event()
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        await gate.wait()
-        await hello_app(scope, receive, send)
-
     big = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 2000 + b"\r\n\r\n"
     count = HIGH_WATER_LIMIT // len(big) + 3
-    h = connect(app)
+    h = connect(after(gate, hello_app))
     h.feed(big * count)
     assert h.reading_paused
     gate.set()
@@ -384,13 +367,8 @@ def test_send_waits_while_the_transport_is_paused_for_writing(connect: Connect) 
 def test_burst_of_tiny_chunks_pauses_reading_and_the_app_gets_the_whole_body(
         connect: Connect) -> None:
     gate = asyncio.Event()
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        await gate.wait()
-        await echo_app(scope, receive, send)
-
     chunks = HIGH_WATER_LIMIT + 5000
-    h = connect(app)
+    h = connect(after(gate, echo_app))
     h.feed(CHUNKED + b"1\r\nx\r\n" * chunks + b"0\r\n\r\n")
     assert h.reading_paused
     gate.set()

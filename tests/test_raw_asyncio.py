@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.support.echo_app import app as echo_app
-from tests.support.protocol_harness import GET, Harness, hello_app, split_response
+from tests.support.protocol_harness import GET, Harness, after, hello_app, split_response
 from toyservers.config import Config
 from toyservers.raw_asyncio import HIGH_WATER_LIMIT, serve
 
@@ -39,13 +39,8 @@ def test_tiny_chunks_are_decoded_only_up_to_the_high_water_mark(
     """A burst of one-byte chunks is decoded no further than HIGH_WATER_LIMIT bytes of body
     waiting for the app; the rest stays undecoded in the read buffer until the app takes them."""
     gate = asyncio.Event()
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        await gate.wait()
-        await echo_app(scope, receive, send)
-
     chunks = HIGH_WATER_LIMIT + 5000
-    h = connect(app)
+    h = connect(after(gate, echo_app))
     h.feed(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
            + b"1\r\nx\r\n" * chunks + b"0\r\n\r\n")
     cycle = h.protocol.cycle

@@ -158,3 +158,26 @@ async def hello_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"hello"})
+
+
+def after(gate: asyncio.Event, app: App) -> App:
+    """An app that waits until ``gate`` is set, then runs ``app``."""
+    async def waiting(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await gate.wait()
+        await app(scope, receive, send)
+    return waiting
+
+
+def body_reader(sizes: list[int], start: asyncio.Event | None = None) -> App:
+    """An app that waits for ``start`` (when given), reads the whole request body recording
+    the size of each ``http.request`` message in ``sizes``, then answers like hello_app."""
+    async def reader(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if start is not None:
+            await start.wait()
+        while True:
+            message = await receive()
+            sizes.append(len(message["body"]))
+            if not message["more_body"]:
+                break
+        await hello_app(scope, receive, send)
+    return reader
