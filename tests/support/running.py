@@ -5,25 +5,34 @@ command line for it, or an argv the caller builds for that port), waits until th
 (polled by ``bench.process.ServerProcess``, never slept), yields a ``RunningServer``, and
 stops the whole process tree and reaps it at the end. tests/hostile and tests/conformance both
 start their servers through it.
+
+``serving(name, app, **settings)`` runs a toy server in a thread of the test process instead,
+for end-to-end tests that give it an app or settings of their own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import os
+import socket
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.process import ServerProcess, free_port
+from toyservers.config import Config
 from toyservers.registry import get
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
-STARTUP_TIMEOUT = 30.0  # seconds a server may take to accept connections
+STARTUP_TIMEOUT = 30.0  # seconds a server process may take to accept connections
+THREAD_TIMEOUT = 10.0  # seconds an in-process server may take to start, and to stop
 
 
 @dataclass
@@ -85,3 +94,44 @@ def running_server(name: str, argv: Callable[[int], Sequence[str]] | None = None
         yield RunningServer(name, process)
     finally:
         process.stop()
+
+
+@contextlib.contextmanager
+def serving(name: str, app: Any, **settings: Any) -> Iterator[int]:
+    """Serve ``app`` with toy server ``name`` (its ``serve()``) in a thread of this process, on
+    a socket bound to 127.0.0.1 port 0, with ``Config(**settings)`` (access log and lifespan
+    off unless asked for); yield the port. Readiness comes from ``serve``'s ``ready`` callback;
+    at the end the server is shut down and its thread joined, each within THREAD_TIMEOUT."""
+    serve = get(name).load().serve
+    settings = {"access_log": False, "lifespan": "off", "timeout_graceful_shutdown": 2.0,
+                **settings}
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((HOST, 0))
+    port: int = sock.getsockname()[1]
+    config = Config(host=HOST, port=port, **settings)
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    ready = threading.Event()
+    errors: list[BaseException] = []
+
+    def main() -> None:
+        try:
+            loop.run_until_complete(serve(app, config, sock=sock, ready=lambda _: ready.set(),
+                                          shutdown=stop))
+        except BaseException as exc:  # handed to the test below
+            errors.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=main, name=f"serving-{name}", daemon=True)
+    thread.start()
+    assert ready.wait(THREAD_TIMEOUT) and not errors, f"{name} did not start: {errors}"
+    try:
+        yield port
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(THREAD_TIMEOUT)
+        alive = thread.is_alive()
+        if not alive:
+            loop.close()
+        sock.close()
+        assert not alive and not errors, f"{name} did not stop cleanly: {errors}"
