@@ -219,7 +219,7 @@ def slow_headers_probe(port: int) -> SlowHeadersResult:
 class ConformanceServer(RunningServer):
     """A server process serving ``apps:app``, with the probes started alongside it."""
 
-    lifespan_file: Path = Path()
+    lifespan_file: Path
     probes: dict[str, Probe] = field(default_factory=dict)
 
 
@@ -252,8 +252,8 @@ class TLSServer(RunningServer):
     """A second process of the same server, serving HTTPS with a certificate for 127.0.0.1
     from a throwaway CA; ``client_context`` trusts that CA."""
 
-    client_context: ssl.SSLContext = field(default_factory=ssl.create_default_context)
-    server_cert: str = ""  # the PEM certificate the server presents
+    client_context: ssl.SSLContext
+    server_cert: str  # the PEM certificate the server presents
 
 
 @pytest.fixture(scope="session")
