@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import io
 import logging
 import queue
 import selectors
@@ -198,7 +199,7 @@ class Connection:
                                  max_trailers=config.max_headers) if chunked else None
         keep_alive = keep_alive and self.server.threaded and not self.server.stopping.is_set()
         cycle = RequestResponseCycle(self, method, version, keep_alive)
-        cycle.input = InputStream(cycle, content_length or 0, decoder, expect_100)
+        cycle.body = RequestBody(cycle, content_length or 0, decoder, expect_100)
         environ = cycle.build_environ(raw_path, query, headers)
         return cycle.run_wsgi(environ)
 
@@ -230,58 +231,64 @@ class Connection:
 # ----------------------------------------------------------------------------- WSGI interface
 
 
-class InputStream:
-    """PEP 3333 ``wsgi.input``: the request body, Content-Length counted or chunked decoded,
-    never read past its end. The first read sends ``100 Continue`` when the client waits for it
-    (PEP 3333, "HTTP 1.1 Expect/Continue": "send it ... if the application first attempts to
-    read from the input stream"). ClientError when the body cannot be read."""
+class RequestBody(io.RawIOBase):
+    """The request body as a raw stream: Content-Length counted or chunked decoded, never read
+    past its end. ``wsgi.input`` is an ``io.BufferedReader`` on it, which gives PEP 3333's
+    ``read(size)``, ``read()``, ``readline(size)``, ``readlines(hint)`` and iteration. The
+    first read sends ``100 Continue`` when the client waits for it (PEP 3333, "HTTP 1.1
+    Expect/Continue": when "the application first attempts to read from the input stream").
+    ClientError when the body cannot be read."""
 
     def __init__(self, cycle: RequestResponseCycle, content_length: int,
                  decoder: ChunkedDecoder | None, expect_100: bool) -> None:
         self.cycle, self.conn = cycle, cycle.conn
         self.remaining = content_length  # Content-Length bytes not yet taken from the socket
-        self.decoder = decoder
-        self.expect_100 = expect_100
-        self.pending = bytearray()  # body bytes read, not yet given to the app
+        self.decoder, self.expect_100 = decoder, expect_100
+        self.pending = b""  # decoded bytes readinto() could not take yet
         self.received = 0  # chunked body bytes decoded (for max_body_size)
         self.done = decoder is None and not content_length  # the body is all read
 
-    def _fill(self) -> bool:
-        """Add body bytes to ``pending``; False once the body has ended."""
-        if self.done:
-            return False
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.pending or self._read()
+        size = min(len(buffer), len(data))
+        buffer[:size], self.pending = data[:size], data[size:]
+        return size
+
+    def _read(self) -> bytes:
+        """The next body bytes, b"" once the body has ended."""
         conn, config = self.conn, self.conn.config
         if self.expect_100:
             self.expect_100 = False
             if not self.cycle.framer.head_sent:  # RFC 9110 §15.2: 1xx precede the final one
                 conn.sendall(http1.CONTINUE_100)
         try:
-            while True:
-                buffer = conn.buffer
+            while not self.done:
                 if self.decoder is None:
-                    data = bytes(buffer[: self.remaining])
-                    del buffer[: len(data)]
+                    data = bytes(conn.buffer[: self.remaining])
+                    del conn.buffer[: len(data)]
                     self.remaining -= len(data)
                     self.done = not self.remaining
                 else:
-                    data = self.decoder.feed(buffer)
+                    data = self.decoder.feed(conn.buffer)
                     self.received += len(data)
                     self.done = self.decoder.done
                     if config.max_body_size is not None and self.received > config.max_body_size:
                         raise BadRequest(413, "request body too large")
-                if data or self.done:
-                    self.pending += data
-                    return True
-                if not conn.recv(time.monotonic() + config.timeout_body):
+                if data:
+                    return data
+                if not self.done and not conn.recv(time.monotonic() + config.timeout_body):
                     raise ClientError(0, "the client closed during the request body")
+            return b""
         except BadRequest as exc:
             raise self._fail(ClientError(exc.status, exc.reason)) from None
         except TimeoutError:
             raise self._fail(ClientError(408, "timed out reading the request body")) from None
-        except ClientError as exc:
-            raise self._fail(exc) from None
-        except OSError as exc:
-            raise self._fail(ClientError(0, str(exc))) from None
+        except OSError as exc:  # ClientError too
+            raise self._fail(exc if isinstance(exc, ClientError) else ClientError(0, str(exc))
+                             ) from None
 
     def _fail(self, exc: ClientError) -> ClientError:
         self.done = True
@@ -289,50 +296,12 @@ class InputStream:
         self.cycle.framer.keep_alive = False  # where the next request starts is unknown
         return exc
 
-    def _take(self, size: int) -> bytes:
-        data = bytes(self.pending[:size])
-        del self.pending[:size]
-        return data
-
-    def read(self, size: int | None = -1) -> bytes:
-        if size is None or size < 0:
-            while self._fill():
-                pass
-            return self._take(len(self.pending))
-        while len(self.pending) < size and self._fill():
-            pass
-        return self._take(size)
-
-    def readline(self, size: int | None = -1) -> bytes:
-        while True:
-            end = self.pending.find(b"\n")
-            if end >= 0:
-                limit = end + 1
-                break
-            if (size is not None and 0 <= size <= len(self.pending)) or not self._fill():
-                limit = len(self.pending)
-                break
-        return self._take(limit if size is None or size < 0 else min(limit, size))
-
-    def readlines(self, hint: int = -1) -> list[bytes]:
-        lines, total = [], 0
-        while line := self.readline():
-            lines.append(line)
-            total += len(line)
-            if 0 < hint <= total:
-                break
-        return lines
-
-    def __iter__(self) -> Iterator[bytes]:
-        while line := self.readline():
-            yield line
-
     def drain(self) -> bool:
         """Read and drop what the app left of the body (as gunicorn does before the next
         request); False when it cannot be read, and the connection must close."""
         try:
-            while self._fill():
-                self.pending.clear()
+            while self._read():
+                pass
         except ClientError:
             return False
         return True
@@ -345,7 +314,7 @@ class RequestResponseCycle:
     def __init__(self, conn: Connection, method: str, version: str, keep_alive: bool) -> None:
         self.conn, self.method, self.version = conn, method, version
         self.framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
-        self.input: InputStream = None  # type: ignore[assignment]  # set by Connection.handle
+        self.body: RequestBody = None  # type: ignore[assignment]  # set by Connection.handle
         self.started = False  # start_response was called
         self.error: ClientError | None = None  # why wsgi.input failed, if it did
         self.disconnected = False  # a write failed: the client is gone
@@ -366,7 +335,7 @@ class RequestResponseCycle:
             "REMOTE_PORT": str(conn.client[1]),
             "wsgi.version": (1, 0),
             "wsgi.url_scheme": "http",
-            "wsgi.input": self.input,
+            "wsgi.input": io.BufferedReader(self.body),
             "wsgi.input_terminated": True,  # the input ends at the body's end, chunked too
             "wsgi.errors": sys.stderr,
             "wsgi.multithread": server.threaded,
@@ -430,7 +399,7 @@ class RequestResponseCycle:
     def send(self, data: bytes, more_body: bool) -> None:
         framer = self.framer
         if not framer.head_sent:
-            if self.input.expect_100 and not self.input.done:
+            if self.body.expect_100 and not self.body.done:
                 framer.keep_alive = False  # the client may never send the body it offered
             if self.conn.server.stopping.is_set():
                 framer.keep_alive = False
@@ -510,9 +479,9 @@ class RequestResponseCycle:
         framer = self.framer
         if framer.short:
             logger.error("response body shorter than its Content-Length; closing")
-        if framer.keep_alive and not framer.short and self.input.drain():
+        if framer.keep_alive and not framer.short and self.body.drain():
             return True
-        self.conn.close(linger=bool(self.conn.buffer) or not self.input.done)
+        self.conn.close(linger=bool(self.conn.buffer) or not self.body.done)
         return False
 
 
