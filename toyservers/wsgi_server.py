@@ -1,40 +1,33 @@
 """toy-wsgi: a PEP 3333 (WSGI) server on plain sockets, ``selectors`` and threads, no asyncio.
 
-I/O model: blocking sockets, with gunicorn's two thread models (``config.worker_class``).
-``"sync"``: the thread that calls ``serve()`` accepts a connection, reads one request, runs the
-app, writes the response and closes (``Connection: close``), then accepts the next. Like
-gunicorn's sync worker it never keeps a connection alive: with one thread, an idle keep-alive
-client would hold the only worker while every other client waits. ``"gthread"``: a pool of
-``config.threads`` threads runs the app, and the main thread accepts and watches idle
-connections with a ``selectors`` selector; a connection goes to the pool once readable and
-comes back after a response that keeps it alive, so an idle keep-alive connection holds no
-thread (the main thread closes it after ``timeout_keep_alive``). Pipelined requests already
-read are answered by the same thread, in order. Every read has a deadline:
-``timeout_keep_alive`` before a request's first byte, ``timeout_headers`` from it to the blank
-line, ``timeout_body`` per pause in the body (a slow head or body gets 408).
-
-Requests are read with the project's own sans-IO parser (``toyservers.http1_parser``) and
-answered with the shared rules of ``toyservers.http1`` (target forms, error responses,
-``ResponseFramer``): the code toy-raw runs on asyncio, one parser for the project, already
-hardened and tested, so this module holds only what WSGI and blocking I/O add. Unlike the
-ASGI servers' ``serve()``, this one is a plain blocking function stopped by a
-``threading.Event``.
+I/O model: blocking sockets, and gunicorn's two worker models (``config.worker_class``).
+``sync``: the thread in ``serve()`` accepts a connection, reads one request, runs the app,
+answers with ``Connection: close`` and closes, then accepts the next: like gunicorn's sync
+worker it keeps nothing alive, since an idle keep-alive client would hold the only thread.
+``gthread``: ``config.threads`` pool threads run the app while the main thread accepts and
+watches idle connections with a selector; a readable connection goes to the pool and comes
+back after a response that keeps it alive, so an idle keep-alive connection holds no thread
+(the main thread closes it after ``timeout_keep_alive``). Every read has a deadline:
+``timeout_keep_alive`` before a request's first byte, ``timeout_headers`` to the end of its
+head, ``timeout_body`` per pause in its body (a slow head or body gets 408). Requests are read
+with the project's sans-IO parser (``http1_parser``) and answered with the rules of
+``http1`` (targets, error responses, ``ResponseFramer``), which toy-raw runs on asyncio: one
+parser for the project, hardened and tested once. ``serve()`` is a plain blocking function
+stopped by a ``threading.Event``, where the ASGI servers' is a coroutine.
 
 Deliberately left out: TLS, pre-forked processes (``workers``), ``limit_concurrency``, request
 trailers reaching the app (checked, dropped), ``sendfile`` without a Content-Length (the file
-is iterated), slow clients holding a thread (a sync server waits ``timeout_keep_alive`` for a
-silent client, a gthread thread up to ``timeout_headers`` for a dribbled head, as in
-gunicorn), and stopping an app past the graceful-shutdown timeout (a thread cannot be killed:
-its socket is shut, so its I/O fails).
+is iterated), slow clients holding a thread (sync waits ``timeout_keep_alive`` for a silent
+client, gthread up to ``timeout_headers`` for a dribbled head, as gunicorn does), and stopping
+an app past the graceful-shutdown timeout (a thread cannot be killed; its socket is shut).
 
 Spec: PEP 3333 (environ variables, input and error streams, the start_response() callable,
-buffering and streaming, the write() callable, optional platform-specific file handling, HTTP
-1.1 expect/continue, other HTTP features: hop-by-hop headers); RFC 9112 §2-§7 (parsing, body
-length, chunked coding), §9 (connection management); RFC 9110 §10.1.1 (Expect).
+buffering and streaming, the write() callable, platform-specific file handling, HTTP 1.1
+expect/continue, hop-by-hop headers); RFC 9112 §2-§7, §9; RFC 9110 §10.1.1 (Expect).
 
-Compare with: gunicorn/workers/sync.py (``accept``, ``handle``), gunicorn/workers/gthread.py
-(the poller, ``murder_keepalived``, ``handle``), gunicorn/http/wsgi.py (``create``,
-``Response``, ``FileWrapper``), and wsgiref/handlers.py (``BaseHandler``).
+Compare with: gunicorn/workers/sync.py, gunicorn/workers/gthread.py (the poller,
+``murder_keepalived``), gunicorn/http/wsgi.py (``create``, ``Response``, ``FileWrapper``), and
+wsgiref/handlers.py (``BaseHandler``).
 """
 
 from __future__ import annotations
@@ -81,8 +74,8 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
 
 
 class ClientError(OSError):
-    """A request body that cannot be read, or a client gone: ``status`` is the answer (400, 408,
-    413, 431), 0 when nothing can be answered. ``wsgi.input`` and ``write()`` raise it."""
+    """A body that cannot be read (``status``: the answer, 400, 408, 413 or 431), or a client
+    gone (``status`` 0: nothing to answer). ``wsgi.input`` and ``write()`` raise it."""
 
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)
@@ -113,8 +106,7 @@ class FileWrapper:
             yield block
 
     def close(self) -> None:
-        if hasattr(self.filelike, "close"):
-            self.filelike.close()
+        getattr(self.filelike, "close", lambda: None)()
 
 
 # -------------------------------------------------------------------------------- connection
@@ -185,11 +177,8 @@ class Connection:
             raw_path, query = http1.split_target(method, target)
             if config.max_body_size is not None and (content_length or 0) > config.max_body_size:
                 raise BadRequest(413, "request body too large")
-        except BadRequest as exc:
-            self.send_error(exc.status, exc.reason)
-            return False
-        except http1.BadTarget as exc:
-            self.send_error(400, str(exc))
+        except (BadRequest, http1.BadTarget) as exc:  # a bad target is a 400
+            self.send_error(getattr(exc, "status", 400), str(exc))
             return False
         decoder = ChunkedDecoder(max_trailer_size=config.max_header_size,
                                  max_trailers=config.max_headers) if chunked else None
@@ -199,7 +188,6 @@ class Connection:
         return cycle.run_wsgi(cycle.build_environ(raw_path, query, headers))
 
     def send_error(self, status: int, reason: str, head: bool = False) -> None:
-        """Answer ``status`` with ``Connection: close``, then close."""
         logger.debug("%d to %s: %s", status, self.client, reason)
         with contextlib.suppress(OSError):
             self.sendall(http1.error_response(status, self.server.state.default_headers_bytes,
@@ -238,7 +226,7 @@ class RequestBody(io.RawIOBase):
         self.received = 0  # chunked body bytes decoded (for max_body_size)
         self.done = decoder is None and not content_length  # the body is all read
 
-    def readable(self) -> bool:
+    def readable(self) -> bool:  # io.BufferedReader asks
         return True
 
     def readinto(self, buffer: Any) -> int:
@@ -281,14 +269,12 @@ class RequestBody(io.RawIOBase):
                                   else ClientError(0, str(exc))) from None
 
     def drain(self) -> bool:
-        """Read and drop what the app left of the body (as gunicorn does before the next
-        request); False when it cannot be read, and the connection must close."""
-        try:
+        """Drop what the app left of the body, as gunicorn does; False if it cannot be read."""
+        with contextlib.suppress(ClientError):
             while self._read():
                 pass
-        except ClientError:
-            return False
-        return True
+            return True
+        return False
 
 
 class RequestResponseCycle:
@@ -363,8 +349,7 @@ class RequestResponseCycle:
         self.started = True
         return self.write
 
-    def write(self, data: bytes) -> None:
-        """PEP 3333's ``write()`` callable, for apps that push their body."""
+    def write(self, data: bytes) -> None:  # PEP 3333's write() callable
         if not self.started:
             raise http1.ResponseError("write() before start_response()")
         if data:  # PEP 3333: no head "until the first non-empty bytestring"
@@ -472,13 +457,6 @@ class WSGIServer:
         self.busy: dict[concurrent.futures.Future[None], Connection] = {}  # in the pool
         self.last_tick = time.monotonic()
 
-    def accept(self) -> Connection | None:
-        try:
-            sock, address = self.listener.accept()
-        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            return None
-        return Connection(self, sock, (str(address[0]), int(address[1])))
-
     def work(self, conn: Connection) -> None:
         """Answer the requests on ``conn`` until none is waiting; in gthread, then hand it back
         to the main thread (a sync connection never stays alive: ``handle`` closes it)."""
@@ -507,8 +485,10 @@ class WSGIServer:
             timeout = min([TICK, *(c.idle_deadline - now for c in self.idle)])
             for key, _ in selector.select(max(timeout, 0)):
                 if key.fileobj is self.listener:
-                    if (conn := self.accept()) is not None:
-                        self.work(conn) if not self.threaded else self.watch(conn)
+                    with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
+                        sock, (host, port, *_) = self.listener.accept()
+                        conn = Connection(self, sock, (host, port))
+                        self.watch(conn) if self.threaded else self.work(conn)
                 elif key.fileobj is self.wake_r:
                     self.wake_r.recv(4096)
                     while not self.returned.empty():
@@ -551,20 +531,14 @@ class WSGIServer:
         self.selector.unregister(conn.sock)
         self.idle.discard(conn)
 
-    def close(self) -> None:
-        for closable in (self.selector, self.listener, self.wake_r, self.wake_w):
-            closable.close()
 
 
 def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
           ready: Callable[[tuple[str, int]], object] | None = None,
           shutdown: threading.Event | None = None) -> None:
-    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM, from the main thread).
-
-    Unlike the ASGI servers' ``serve()`` this is a plain blocking function, and ``shutdown`` a
-    ``threading.Event``: tests run it in a thread. ``sock``: a bound socket to listen on;
-    ``ready``: called with the bound ``(host, port)``. Raises OSError when it cannot bind.
-    """
+    """Block serving ``app`` until ``shutdown`` (a ``threading.Event``) is set, or SIGINT or
+    SIGTERM when none is given; on ``sock`` if given, else on host:port (OSError if it cannot
+    bind); ``ready`` is called with the bound ``(host, port)``. Tests run it in a thread."""
     if config.worker_class not in ("sync", "gthread"):
         raise ValueError(f"worker_class is 'sync' or 'gthread', not {config.worker_class!r}")
     if shutdown is None:
@@ -586,7 +560,8 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
         server.serve_forever()
     finally:
         logger.info("shutting down")
-        server.close()
+        for closable in (server.selector, sock, server.wake_r, server.wake_w):
+            closable.close()
 
 
 # ----------------------------------------------------------------------------------------- run
