@@ -550,6 +550,37 @@ def test_graceful_shutdown_finishes_the_request_in_flight(model: str) -> None:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+def test_graceful_shutdown_gives_up_after_its_timeout() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        entered.set()
+        release.wait(WAIT)
+        start_response("200 OK", [])
+        return [b"too late"]
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    stop = threading.Event()
+    config = Config(worker_class="gthread", timeout_graceful_shutdown=0.3, access_log=False)
+    thread = threading.Thread(target=serve, args=(stuck, config),
+                              kwargs={"sock": sock, "shutdown": stop})
+    thread.start()
+    try:
+        with connect(sock.getsockname()[1]) as client:
+            client.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+            assert entered.wait(WAIT)
+            stop.set()
+            thread.join(WAIT)
+            assert not thread.is_alive()  # serve() returned while the app still runs
+            assert client.recv(100) == b""  # its socket was shut: the client sees the end
+    finally:
+        release.set()
+        stop.set()
+        thread.join(WAIT)
+        sock.close()
+
+
 @pytest.mark.parametrize("app", [wsgi_user_app, flask_app], ids=["wsgi", "flask"])
 def test_the_user_apps_answer(model: str, app: App) -> None:
     with running(app, worker_class=model) as (port, _):
