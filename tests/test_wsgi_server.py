@@ -561,12 +561,13 @@ def test_graceful_shutdown_gives_up_after_its_timeout() -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    stop = threading.Event()
+    stop, ready = threading.Event(), threading.Event()
     config = Config(worker_class="gthread", timeout_graceful_shutdown=0.3, access_log=False)
-    thread = threading.Thread(target=serve, args=(stuck, config),
-                              kwargs={"sock": sock, "shutdown": stop})
+    thread = threading.Thread(target=serve, args=(stuck, config), kwargs={
+        "sock": sock, "shutdown": stop, "ready": lambda _: ready.set()})
     thread.start()
     try:
+        assert ready.wait(WAIT)
         with connect(sock.getsockname()[1]) as client:
             client.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
             assert entered.wait(WAIT)
