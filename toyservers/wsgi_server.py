@@ -55,8 +55,8 @@ from toyservers.http1_parser import (
     BadRequest,
     ChunkedDecoder,
     body_framing,
-    check_partial_head,
     parse_request_head,
+    take_head,
 )
 
 logger = logging.getLogger("toyservers.error")
@@ -138,23 +138,12 @@ class Connection:
 
     def read_head(self) -> bytes | None:
         """The next request head; None when the client closes or sends nothing in time."""
-        buffer, config = self.buffer, self.config
+        config = self.config
         deadline, started = time.monotonic() + config.timeout_keep_alive, False
-        while True:
-            # RFC 9112 §2.2: "a server ... SHOULD ignore at least one empty line (CRLF)
-            # received prior to the request-line".
-            while buffer.startswith(b"\r\n"):
-                del buffer[:2]
-            end = buffer.find(b"\r\n\r\n")
-            if end >= 0:
-                head = bytes(buffer[:end])
-                del buffer[: end + 4]
-                return head
-            if buffer:
-                check_partial_head(buffer, config.max_request_line, config.max_header_size,
-                                   config.max_headers)
-                if not started:  # the head deadline runs from the first byte
-                    started, deadline = True, time.monotonic() + config.timeout_headers
+        while (head := take_head(self.buffer, config.max_request_line, config.max_header_size,
+                                 config.max_headers)) is None:
+            if self.buffer and not started:  # the head deadline runs from the first byte
+                started, deadline = True, time.monotonic() + config.timeout_headers
             try:
                 if not self.recv(deadline):
                     return None
@@ -162,6 +151,7 @@ class Connection:
                 if started:  # RFC 9110 §15.5.9: 408 Request Timeout
                     raise BadRequest(408, "timed out reading the request head") from None
                 return None
+        return head
 
     def handle(self) -> bool:
         """Read and answer one request; True when the connection may carry another."""
