@@ -24,6 +24,7 @@ import pytest
 from apps.flask_user import app as flask_app
 from apps.wsgi_user import app as wsgi_user_app
 from bench.process import ServerProcess, free_port
+from toyservers.cli import app_interface
 from toyservers.config import Config
 from toyservers.registry import SERVERS
 from toyservers.wsgi_server import serve
@@ -613,3 +614,16 @@ def test_cli_refuses_the_other_interface_in_one_line(args: list[str], message: s
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert result.stderr == f"Error: {message}\n"
+
+
+def test_the_cli_tells_asgi_from_wsgi_apps_and_lets_the_unknown_run() -> None:
+    from apps.asgi_user import app as asgi_app
+    from apps.starlette_user import app as starlette_app
+
+    class ASGI2:  # an ASGI 2 app class: neither sign, so not refused
+        def __init__(self, scope: dict[str, Any]) -> None:
+            self.scope = scope
+
+    assert [app_interface(a) for a in (asgi_app, starlette_app)] == ["asgi", "asgi"]
+    assert [app_interface(a) for a in (wsgi_user_app, flask_app)] == ["wsgi", "wsgi"]
+    assert app_interface(ASGI2) is None and app_interface(print) is None

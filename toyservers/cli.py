@@ -58,12 +58,27 @@ def import_from_string(target: str) -> Any:
     return obj
 
 
-def app_interface(app: Any) -> str:
+def app_interface(app: Any) -> str | None:
     """``"asgi"`` for an ``async`` callable (a coroutine function, or an object whose
-    ``__call__`` is one: Starlette, FastAPI), else ``"wsgi"``, as uvicorn's ``auto`` guesses."""
+    ``__call__`` is one: Starlette, FastAPI), ``"wsgi"`` for a plain callable taking exactly
+    two arguments (``environ, start_response``: a function, Flask), else None: unknown, let it
+    run (uvicorn's ``auto`` guesses from the same signs, and never guesses WSGI)."""
     call = getattr(app, "__call__", None)  # noqa: B004 (the method itself, not callable())
-    return "asgi" if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(call) \
-        else "wsgi"
+    if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(call):
+        return "asgi"
+    try:
+        signature = inspect.signature(app)
+    except (TypeError, ValueError):
+        return None
+
+    def takes(count: int) -> bool:
+        try:
+            signature.bind(*range(count))
+        except TypeError:
+            return False
+        return True
+
+    return "wsgi" if takes(2) and not takes(3) else None
 
 
 def configure_logging(level: str, access_log: bool) -> None:
@@ -131,7 +146,7 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
         app_object = import_from_string(app)
     except AppImportError as exc:
         raise click.ClickException(str(exc)) from None
-    if app_interface(app_object) != served:
+    if app_interface(app_object) not in (served, None):
         kind = "a WSGI" if served == "asgi" else "an ASGI"
         raise click.ClickException(f"{app} is {kind} app; {server} serves {served.upper()} apps")
     if worker_class == "sync" and threads > 1:
