@@ -250,13 +250,8 @@ class RequestBody(io.RawIOBase):
                 if not self.done and not conn.recv(time.monotonic() + config.timeout_body):
                     raise ClientError(0, "the client closed during the request body")
             return b""
-        except BadRequest as exc:
-            raise self.cycle.fail(ClientError(exc.status, exc.reason)) from None
-        except TimeoutError:
-            raise self.cycle.fail(ClientError(408, "timed out reading the body")) from None
-        except OSError as exc:
-            raise self.cycle.fail(exc if isinstance(exc, ClientError)
-                                  else ClientError(0, str(exc))) from None
+        except (BadRequest, OSError) as exc:  # 400, 413, 431; 408 on TimeoutError; 0: gone
+            raise self.cycle.fail(exc) from None
 
     def drain(self) -> bool:
         """Drop what the app left of the body, as gunicorn does; False if it cannot be read."""
@@ -370,8 +365,11 @@ class RequestResponseCycle:
         except OSError as exc:
             raise self.fail(ClientError(0, f"the client went away: {exc}")) from None
 
-    def fail(self, exc: ClientError) -> ClientError:
+    def fail(self, exc: Exception) -> ClientError:
         """The body cannot be read or the client left: no next request on this connection."""
+        if not isinstance(exc, ClientError):  # RFC 9110 §15.5.9: 408 for a body too slow
+            status = 408 if isinstance(exc, TimeoutError) else getattr(exc, "status", 0)
+            exc = ClientError(status, str(exc) or "timed out reading the body")
         self.error, self.body.done, self.framer.keep_alive = exc, True, False
         return exc
 
