@@ -473,10 +473,14 @@ class WSGIServer:
             timeout = min([TICK, *(c.idle_deadline - now for c in self.idle)])
             for key, _ in selector.select(max(timeout, 0)):
                 if key.fileobj is self.listener:
+                    conn = None
                     with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
                         sock, (host, port, *_) = self.listener.accept()
                         conn = Connection(self, sock, (host, port))
-                        self.watch(conn) if self.threaded else self.work(conn)
+                    if conn is not None and self.threaded:
+                        self.watch(conn)  # gthread: a pool thread takes it once readable
+                    elif conn is not None:
+                        self.work(conn)  # sync: answered here, then closed
                 elif key.fileobj is self.wake_r:
                     self.wake_r.recv(4096)
                     while not self.returned.empty():
@@ -518,7 +522,6 @@ class WSGIServer:
     def unwatch(self, conn: Connection) -> None:
         self.selector.unregister(conn.sock)
         self.idle.discard(conn)
-
 
 
 def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
