@@ -627,3 +627,12 @@ def test_the_cli_tells_asgi_from_wsgi_apps_and_lets_the_unknown_run() -> None:
     assert [app_interface(a) for a in (asgi_app, starlette_app)] == ["asgi", "asgi"]
     assert [app_interface(a) for a in (wsgi_user_app, flask_app)] == ["wsgi", "wsgi"]
     assert app_interface(ASGI2) is None and app_interface(print) is None
+
+
+def test_access_log_line_and_an_unknown_worker_class(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="toyservers.access"):
+        with running(echo_app, access_log=True) as (port, _):
+            httpx.get(f"http://127.0.0.1:{port}/p%0d?q=1")
+    assert '- "GET /p%0d?q=1 HTTP/1.1" 200' in caplog.text  # the raw target: no forged line
+    with pytest.raises(ValueError, match="worker_class is 'sync' or 'gthread'"):
+        serve(echo_app, Config(worker_class="eventlet"))  # type: ignore[arg-type]
