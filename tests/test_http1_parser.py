@@ -13,6 +13,7 @@ from toyservers.http1_parser import (
     body_framing,
     check_partial_head,
     parse_request_head,
+    take_head,
 )
 
 # --- parse_request_head (RFC 9112 §2.2, §3, §5) ------------------------------------------------
@@ -107,6 +108,18 @@ def test_check_partial_head_refuses_early(buffer: bytes, status: int) -> None:
                                     b"G", b"GET / HTTP/1.1\r\nX-A: " + b"b" * 150])
 def test_check_partial_head_waits_for_more(buffer: bytes) -> None:
     check_partial_head(buffer, max_request_line=100, max_header_size=200, max_headers=10)
+
+
+def test_take_head_cuts_a_whole_head_and_checks_an_unfinished_one() -> None:
+    buffer = bytearray(b"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\nbodyGET")
+    assert take_head(buffer, 100, 200, 10) == b"GET / HTTP/1.1\r\nHost: x"
+    assert buffer == b"bodyGET"  # the body and what follows stay for the caller
+    unfinished = bytearray(b"\r\nGET / HTTP/1.1\r\nHost")
+    assert take_head(unfinished, 100, 200, 10) is None
+    assert unfinished == b"GET / HTTP/1.1\r\nHost"  # leading empty lines dropped
+    with pytest.raises(BadRequest) as info:
+        take_head(bytearray(b"GET /" + b"a" * 200), 100, 200, 10)
+    assert info.value.status == 414
 
 
 # --- body_framing (RFC 9112 §6, §9.3; RFC 9110 §10.1.1) --------------------------------------

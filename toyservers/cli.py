@@ -1,7 +1,11 @@
-"""``toyserve module:app --server NAME``: run an ASGI app on one of our servers.
+"""``toyserve module:app --server NAME``: run an ASGI or WSGI app on one of our servers.
 
 Flags carry uvicorn's names and defaults where they mean the same thing, so
-``toyserve main:app --port 8000 --loop uvloop --no-access-log`` reads like the uvicorn line.
+``toyserve main:app --port 8000 --loop uvloop --no-access-log`` reads like the uvicorn line;
+the WSGI server's flags carry gunicorn's (``--worker-class gthread --threads 4``).
+``--interface`` is uvicorn's (``asgi3``, ``wsgi``; ``asgi`` means ``asgi3``); ``auto`` takes the
+server's interface, and ``--interface wsgi`` alone picks ``toy-wsgi``. An app of the other
+interface than the server's is refused with one line.
 User mistakes (a bad ``module:app``, a port in use, a failed lifespan startup) end with one
 line on stderr and a non-zero exit status, never a traceback.
 """
@@ -9,6 +13,7 @@ line on stderr and a non-zero exit status, never a traceback.
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import os
 import sys
@@ -53,6 +58,29 @@ def import_from_string(target: str) -> Any:
     return obj
 
 
+def app_interface(app: Any) -> str | None:
+    """``"asgi"`` for an ``async`` callable (a coroutine function, or an object whose
+    ``__call__`` is one: Starlette, FastAPI), ``"wsgi"`` for a plain callable taking exactly
+    two arguments (``environ, start_response``: a function, Flask), else None: unknown, let it
+    run (uvicorn's ``auto`` guesses from the same signs, and never guesses WSGI)."""
+    call = getattr(app, "__call__", None)  # noqa: B004 (the method itself, not callable())
+    if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(call):
+        return "asgi"
+    try:
+        signature = inspect.signature(app)
+    except (TypeError, ValueError):
+        return None
+
+    def takes(count: int) -> bool:
+        try:
+            signature.bind(*range(count))
+        except TypeError:
+            return False
+        return True
+
+    return "wsgi" if takes(2) and not takes(3) else None
+
+
 def configure_logging(level: str, access_log: bool) -> None:
     """Log lines like uvicorn's (``INFO:     message``) on stderr."""
     numeric = 5 if level == "trace" else getattr(logging, level.upper())
@@ -64,6 +92,13 @@ def configure_logging(level: str, access_log: bool) -> None:
 @click.argument("app")
 @click.option("--server", type=click.Choice(TOY_SERVERS), default="toy-httptools",
               show_default=True, help="Which toy server to run.")
+@click.option("--interface", type=click.Choice(["auto", "asgi3", "asgi", "wsgi"]),
+              default="auto", show_default=True,
+              help="The app's interface; auto: the server's. wsgi alone picks toy-wsgi.")
+@click.option("--worker-class", type=click.Choice(["sync", "gthread"]), default="sync",
+              show_default=True, help="WSGI only (gunicorn's): sync or gthread.")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1),
+              help="WSGI only (gunicorn's): gthread threads; above 1, sync becomes gthread.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind to this address.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Bind to this port.")
 @click.option("--loop", type=click.Choice(["auto", "asyncio", "uvloop"]), default="auto",
@@ -87,20 +122,35 @@ def configure_logging(level: str, access_log: bool) -> None:
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
 @click.option("--app-dir", default=".", show_default=True,
               help="Look for APP in this directory (put on sys.path).")
-def main(app: str, server: str, host: str, port: int, loop: str, lifespan: str,
+@click.pass_context
+def main(ctx: click.Context, app: str, server: str, interface: str, worker_class: str,
+         threads: int, host: str, port: int, loop: str, lifespan: str,
          timeout_keep_alive: float, timeout_graceful_shutdown: float,
          limit_concurrency: int | None, backlog: int, root_path: str,
          ssl_keyfile: str | None, ssl_certfile: str | None, access_log: bool,
          log_level: str, app_dir: str) -> None:
-    """Serve the ASGI app APP ("module:attribute") with one of the toy servers."""
+    """Serve the ASGI or WSGI app APP ("module:attribute") with one of the toy servers."""
     if (ssl_keyfile is None) != (ssl_certfile is None):
         raise click.UsageError("--ssl-keyfile and --ssl-certfile go together")
+    if interface == "wsgi" and ctx.get_parameter_source("server") is not \
+            click.core.ParameterSource.COMMANDLINE:
+        server = "toy-wsgi"
+    served = SERVERS[server].interface
+    wanted = served if interface == "auto" else "wsgi" if interface == "wsgi" else "asgi"
+    if wanted != served:
+        raise click.ClickException(f"{server} serves {served.upper()} apps, not --interface "
+                                   f"{interface}")
     configure_logging(log_level, access_log)
     sys.path.insert(0, os.path.abspath(app_dir))
     try:
-        asgi_app = import_from_string(app)
+        app_object = import_from_string(app)
     except AppImportError as exc:
         raise click.ClickException(str(exc)) from None
+    if app_interface(app_object) not in (served, None):
+        kind = "a WSGI" if served == "asgi" else "an ASGI"
+        raise click.ClickException(f"{app} is {kind} app; {server} serves {served.upper()} apps")
+    if worker_class == "sync" and threads > 1:
+        worker_class = "gthread"  # gunicorn: sync with --threads above 1 runs gthread
     config = Config(
         host=host, port=port, loop=loop,  # type: ignore[arg-type]
         lifespan=lifespan,  # type: ignore[arg-type]
@@ -109,8 +159,9 @@ def main(app: str, server: str, host: str, port: int, loop: str, lifespan: str,
         limit_concurrency=limit_concurrency, backlog=backlog, root_path=root_path,
         ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
         access_log=access_log, log_level=log_level,
+        worker_class=worker_class, threads=threads,  # type: ignore[arg-type]
     )
-    SERVERS[server].load().run(asgi_app, config)
+    SERVERS[server].load().run(app_object, config)
 
 
 if __name__ == "__main__":

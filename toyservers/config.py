@@ -13,6 +13,7 @@ from typing import Literal
 
 LoopName = Literal["auto", "asyncio", "uvloop"]
 LifespanMode = Literal["auto", "on", "off"]
+WorkerClass = Literal["sync", "gthread"]
 
 
 @dataclass
@@ -38,6 +39,10 @@ class Config:
         max_headers: most header fields (more: 431).
         max_body_size: largest request body, bytes, or None for no limit (larger: 413).
         workers: processes to pre-fork (1 = serve in this process).
+        worker_class: WSGI only, gunicorn's name: ``"sync"`` (one request at a time, closed
+            after each response) or ``"gthread"`` (a pool of ``threads`` threads; idle
+            keep-alive connections are watched by the main thread).
+        threads: WSGI ``gthread`` only: threads running the app (gunicorn: 1).
         access_log: log one line per request.
         log_level: ``"critical" | "error" | "warning" | "info" | "debug" | "trace"``.
         root_path: the ASGI ``root_path`` for an app mounted below a prefix.
@@ -60,6 +65,8 @@ class Config:
     max_headers: int = 100
     max_body_size: int | None = None
     workers: int = 1
+    worker_class: WorkerClass = "sync"
+    threads: int = 1
     access_log: bool = True
     log_level: str = "info"
     root_path: str = ""

@@ -8,6 +8,7 @@ Python loop over bytes, and leans on ``toyservers.http1`` for the rules every se
 (tokens, Host values, Transfer-Encoding, the chunk-size line).
 
 - ``check_partial_head``: refuse an unfinished head that is already bad (414, 431, 400);
+- ``take_head``: cut a whole head off a connection's buffer, or check the unfinished one;
 - ``parse_request_head``: the request line and fields, checked (RFC 9112 §2-§5);
 - ``body_framing``: Content-Length or chunked, keep-alive, Expect (RFC 9112 §6, §9.3);
 - ``ChunkedDecoder``: the chunked coding, incrementally, with limits (RFC 9112 §7.1).
@@ -62,6 +63,23 @@ def check_partial_head(buffer: bytes | bytearray, max_request_line: int, max_hea
     others = len(buffer.translate(None, HEAD_BYTES)) - 2 * buffer.count(b"\r\n")
     if others > 1 or (others == 1 and not buffer.endswith(b"\r")):  # a CR may await its LF
         raise BadRequest(400, "invalid character or bare CR/LF in the request head")
+
+
+def take_head(buffer: bytearray, max_request_line: int, max_header_size: int,
+              max_headers: int) -> bytes | None:
+    """Cut a whole request head (the bytes before its blank line) off the front of ``buffer``;
+    None while it is unfinished, once ``check_partial_head`` found nothing wrong with it yet.
+    Empty lines before it are dropped (RFC 9112 §2.2: "a server ... SHOULD ignore at least one
+    empty line (CRLF) received prior to the request-line")."""
+    while buffer.startswith(b"\r\n"):
+        del buffer[:2]
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        check_partial_head(buffer, max_request_line, max_header_size, max_headers)
+        return None
+    head = bytes(buffer[:end])
+    del buffer[: end + 4]
+    return head
 
 
 def parse_fields(lines: list[bytes]) -> Headers:

@@ -39,8 +39,8 @@ from toyservers.http1_parser import (
     BadRequest,
     ChunkedDecoder,
     body_framing,
-    check_partial_head,
     parse_request_head,
+    take_head,
 )
 
 logger = logging.getLogger("toyservers.error")
@@ -122,21 +122,13 @@ class RawHTTPProtocol(HTTPProtocol):
 
     # --8<-- [start:read_head]
     def _read_head(self) -> None:
-        buffer = self.buffer
-        # RFC 9112 §2.2: "a server ... SHOULD ignore at least one empty line (CRLF) received
-        # prior to the request-line".
-        while buffer.startswith(b"\r\n"):
-            del buffer[:2]
-        end = buffer.find(b"\r\n\r\n")
         config = self.config
-        if end < 0:
-            check_partial_head(buffer, config.max_request_line, config.max_header_size,
-                               config.max_headers)
+        head = take_head(self.buffer, config.max_request_line, config.max_header_size,
+                         config.max_headers)
+        if head is None:
             if self.deadline.kind is not HEAD:  # the deadline runs from the first byte
                 self.deadline.set(HEAD, config.timeout_headers)
             return
-        head = bytes(buffer[:end])
-        del buffer[: end + 4]
         self.deadline.clear()
         method, target, version, headers = parse_request_head(
             head, config.max_request_line, config.max_header_size, config.max_headers)

@@ -6,7 +6,8 @@ one module plus one entry here. An entry is data: how its command line is built 
 several worker processes, the protocols it speaks, which distribution's version to report,
 and, for our own servers, the module holding ``serve()`` and ``run()``.
 
-Names: ``toy-raw``, ``toy-h11``, ``toy-httptools`` (ours); ``uvicorn`` (httptools + uvloop),
+Names: ``toy-raw``, ``toy-h11``, ``toy-httptools`` (ours, ASGI); ``toy-wsgi`` (ours, WSGI);
+``uvicorn`` (httptools + uvloop),
 ``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers); ``gunicorn``
 (reference WSGI server); ``bare`` (a baseline for ``bench layers``: the least server that
 runs an ASGI app on httptools, ``lessons/code/05-speed/bare_httptools.py``; not a server to
@@ -190,11 +191,13 @@ _TOY_TLS = ("--host", "{host}", "--port", "{port}",
 _TOY_ONE_PROCESS = "toyserve has no --workers yet: toyservers has no pre-fork supervisor"
 
 
-def _toy(name: str, module: str, description: str) -> ServerSpec:
-    argv = Argv("toyserve", head=("{app}", "--server", name), listen_tls=_TOY_TLS,
+def _toy(name: str, module: str, description: str, interface: Interface = "asgi"
+         ) -> ServerSpec:
+    argv = Argv("toyserve", head=("{app}", "--server", name),
+                listen_tls=_TOY_TLS if interface == "asgi" else None,  # toy-wsgi has no TLS
                 options=("--log-level", "warning"), access_log=("--access-log",),
                 no_access_log=("--no-access-log",))
-    return ServerSpec(name, "toy", "asgi", "toyservers", description, argv,
+    return ServerSpec(name, "toy", interface, "toyservers", description, argv,
                       frozenset({"http/1.1"}), module, _TOY_ONE_PROCESS)
 
 
@@ -239,6 +242,8 @@ def _entries() -> dict[str, ServerSpec]:
         _toy("toy-h11", "toyservers.h11_server", "ours: sans-IO HTTP/1.1 with h11"),
         _toy("toy-httptools", "toyservers.httptools_server",
              "ours: llhttp callbacks through httptools"),
+        _toy("toy-wsgi", "toyservers.wsgi_server",
+             "ours: WSGI on sockets and threads, sync worker", "wsgi"),
         _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
         _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop"),
         ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",

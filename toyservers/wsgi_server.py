@@ -1,0 +1,569 @@
+"""toy-wsgi: a PEP 3333 (WSGI) server on plain sockets, ``selectors`` and threads, no asyncio.
+
+I/O model: blocking sockets, and gunicorn's two worker models (``config.worker_class``).
+``sync``: the thread in ``serve()`` accepts a connection, reads one request, runs the app,
+answers with ``Connection: close`` and closes, then accepts the next: like gunicorn's sync
+worker it keeps nothing alive, since an idle keep-alive client would hold the only thread.
+``gthread``: ``config.threads`` pool threads run the app while the main thread accepts and
+watches idle connections with a selector; a readable connection goes to the pool and comes
+back after a response that keeps it alive, so an idle keep-alive connection holds no thread
+(the main thread closes it after ``timeout_keep_alive``). Every read has a deadline:
+``timeout_keep_alive`` before a request's first byte, ``timeout_headers`` to the end of its
+head, ``timeout_body`` per pause in its body (a slow head or body gets 408). Requests are read
+with the project's sans-IO parser (``http1_parser``) and answered with the rules of
+``http1`` (targets, error responses, ``ResponseFramer``), which toy-raw runs on asyncio: one
+parser for the project, hardened and tested once. ``serve()`` is a plain blocking function
+stopped by a ``threading.Event``, where the ASGI servers' is a coroutine.
+
+Deliberately left out: TLS, pre-forked processes (``workers``), ``limit_concurrency``, request
+trailers reaching the app (checked, dropped), ``sendfile`` without a Content-Length (the file
+is iterated), slow clients holding a thread (sync waits ``timeout_keep_alive`` for a silent
+client, gthread up to ``timeout_headers`` for a dribbled head, as gunicorn does), and stopping
+an app past the graceful-shutdown timeout (a thread cannot be killed; its socket is shut).
+
+Spec: PEP 3333 (environ variables, input and error streams, the start_response() callable,
+buffering and streaming, the write() callable, platform-specific file handling, HTTP 1.1
+expect/continue, hop-by-hop headers); RFC 9112 §2-§7, §9; RFC 9110 §10.1.1 (Expect).
+
+Compare with: gunicorn/workers/sync.py, gunicorn/workers/gthread.py (the poller,
+``murder_keepalived``), gunicorn/http/wsgi.py (``create``, ``Response``, ``FileWrapper``), and
+wsgiref/handlers.py (``BaseHandler``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import io
+import logging
+import queue
+import selectors
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
+from urllib.parse import unquote_to_bytes
+
+from toyservers import asgi, http1
+from toyservers._server import ServerState
+from toyservers._types import Environ, ExcInfo, Headers, WSGIApp
+from toyservers.config import Config
+from toyservers.http1_parser import (
+    BadRequest,
+    ChunkedDecoder,
+    body_framing,
+    parse_request_head,
+    take_head,
+)
+
+logger = logging.getLogger("toyservers.error")
+
+# ---------------------------------------------------------------------------------- constants
+
+READ_SIZE = 64 * 1024  # bytes asked of one recv()
+SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is gone (gunicorn: 30)
+LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
+TICK = 0.25  # how often the main loop looks at the shutdown Event (it has no fd to select on)
+# PEP 3333, "Other HTTP Features": "applications ... must not generate any 'hop-by-hop'
+# headers" (RFC 2616 §13.5.1's list): they describe this connection, which is the server's.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+                        "te", "trailers", "transfer-encoding", "upgrade"})
+
+
+class ClientError(OSError):
+    """A body that cannot be read (``status``: the answer, 400, 408, 413 or 431), or a client
+    gone (``status`` 0: nothing to answer). ``wsgi.input`` and ``write()`` raise it."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+# ------------------------------------------------------------------------------- wire helpers
+
+
+def path_info(raw_path: bytes, script_name: str) -> str:
+    """PEP 3333 ``PATH_INFO``: the path percent-decoded, as a latin-1 "native string" (bytes
+    0-255 as code points 0-255), less a ``SCRIPT_NAME`` prefix the client sent (as gunicorn)."""
+    path = unquote_to_bytes(raw_path).decode("latin-1")
+    if script_name and (path == script_name or path.startswith(script_name + "/")):
+        path = path[len(script_name):]
+    return path
+
+
+class FileWrapper:
+    """PEP 3333 ``wsgi.file_wrapper``: iterates ``filelike`` in blocks; the server sends it with
+    ``socket.sendfile`` instead when it has a ``fileno()`` and the app gave a Content-Length."""
+
+    def __init__(self, filelike: IO[bytes], blksize: int = 8192) -> None:
+        self.filelike, self.blksize = filelike, blksize
+
+    def __iter__(self) -> Iterator[bytes]:
+        while block := self.filelike.read(self.blksize):
+            yield block
+
+    def close(self) -> None:
+        getattr(self.filelike, "close", lambda: None)()
+
+
+# -------------------------------------------------------------------------------- connection
+
+
+class Connection:
+    """One client connection on a blocking socket: reads requests with the shared parser and
+    answers each with a ``RequestResponseCycle``."""
+
+    def __init__(self, server: WSGIServer, sock: socket.socket, client: tuple[str, int]) -> None:
+        self.server, self.config, self.sock, self.client = server, server.config, sock, client
+        self.buffer = bytearray()  # bytes read and not yet parsed
+        self.idle_deadline = 0.0  # gthread: when the main thread closes this idle connection
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def recv(self, deadline: float) -> bool:
+        """Read more into ``buffer`` before ``deadline`` (else TimeoutError); False at EOF."""
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            raise TimeoutError
+        self.sock.settimeout(timeout)
+        data = self.sock.recv(READ_SIZE)
+        self.buffer += data
+        return bool(data)
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.settimeout(SEND_TIMEOUT)
+        self.sock.sendall(data)
+
+    def read_head(self) -> bytes | None:
+        """The next request head; None when the client closes or sends nothing in time."""
+        config = self.config
+        deadline, started = time.monotonic() + config.timeout_keep_alive, False
+        while (head := take_head(self.buffer, config.max_request_line, config.max_header_size,
+                                 config.max_headers)) is None:
+            if self.buffer and not started:  # the head deadline runs from the first byte
+                started, deadline = True, time.monotonic() + config.timeout_headers
+            try:
+                if not self.recv(deadline):
+                    return None
+            except TimeoutError:
+                if started:  # RFC 9110 §15.5.9: 408 Request Timeout
+                    raise BadRequest(408, "timed out reading the request head") from None
+                return None
+        return head
+
+    def handle(self) -> bool:
+        """Read and answer one request; True when the connection may carry another."""
+        config = self.config
+        try:
+            head = self.read_head()
+            if head is None:  # the client closed, or sent nothing in time: close quietly
+                self.close()
+                return False
+            method, target, version, headers = parse_request_head(
+                head, config.max_request_line, config.max_header_size, config.max_headers)
+            content_length, chunked, keep_alive, expect_100 = body_framing(version, headers)
+            raw_path, query = http1.split_target(method, target)
+            if config.max_body_size is not None and (content_length or 0) > config.max_body_size:
+                raise BadRequest(413, "request body too large")
+        except (BadRequest, http1.BadTarget) as exc:  # a bad target is a 400
+            self.send_error(getattr(exc, "status", 400), str(exc))
+            return False
+        decoder = ChunkedDecoder(max_trailer_size=config.max_header_size,
+                                 max_trailers=config.max_headers) if chunked else None
+        keep_alive = keep_alive and self.server.threaded and not self.server.stopping.is_set()
+        cycle = RequestResponseCycle(self, method, version, keep_alive)
+        cycle.body = RequestBody(cycle, content_length or 0, decoder, expect_100)
+        return cycle.run_wsgi(cycle.build_environ(raw_path, query, headers))
+
+    def send_error(self, status: int, reason: str, head: bool = False) -> None:
+        logger.debug("%d to %s: %s", status, self.client, reason)
+        with contextlib.suppress(OSError):
+            self.sendall(http1.error_response(status, self.server.state.default_headers_bytes,
+                                              head=head))
+        self.close(linger=True)
+
+    def close(self, linger: bool = False) -> None:
+        """Close; with ``linger``, half-close first and drop what the client still sends for
+        LINGER_SECONDS, lest its late bytes get a reset that destroys our last response before
+        it is read (RFC 9112 §9.6: servers close in stages)."""
+        with contextlib.suppress(OSError):  # TimeoutError too
+            if linger:
+                self.sock.shutdown(socket.SHUT_WR)
+                deadline = time.monotonic() + LINGER_SECONDS
+                while self.recv(deadline):
+                    self.buffer.clear()
+        self.sock.close()
+
+
+# ----------------------------------------------------------------------------- WSGI interface
+
+
+class RequestBody(io.RawIOBase):
+    """The request body as a raw stream, Content-Length counted or chunked decoded, never read
+    past its end; ``wsgi.input`` is an ``io.BufferedReader`` on it, which gives PEP 3333's
+    ``read(size)``, ``readline(size)``, ``readlines(hint)`` and iteration. The first read sends
+    ``100 Continue`` to a client waiting for it (PEP 3333, "HTTP 1.1 Expect/Continue": when
+    "the application first attempts to read from the input stream"). Raises ClientError."""
+
+    def __init__(self, cycle: RequestResponseCycle, content_length: int,
+                 decoder: ChunkedDecoder | None, expect_100: bool) -> None:
+        self.cycle, self.conn = cycle, cycle.conn
+        self.remaining = content_length  # Content-Length bytes not yet taken from the socket
+        self.decoder, self.expect_100 = decoder, expect_100
+        self.pending = b""  # decoded bytes readinto() could not take yet
+        self.received = 0  # chunked body bytes decoded (for max_body_size)
+        self.done = decoder is None and not content_length  # the body is all read
+
+    def readable(self) -> bool:  # io.BufferedReader asks
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.pending or self._read()
+        size = min(len(buffer), len(data))
+        buffer[:size], self.pending = data[:size], data[size:]
+        return size
+
+    def _read(self) -> bytes:
+        """The next body bytes, b"" once the body has ended."""
+        conn, config = self.conn, self.conn.config
+        if self.expect_100:
+            self.expect_100 = False
+            if not self.cycle.framer.head_sent:  # RFC 9110 §15.2: 1xx precede the final one
+                conn.sendall(http1.CONTINUE_100)
+        try:
+            while not self.done:
+                if self.decoder is None:
+                    data = bytes(conn.buffer[: self.remaining])
+                    del conn.buffer[: len(data)]
+                    self.remaining -= len(data)
+                    self.done = not self.remaining
+                else:
+                    data = self.decoder.feed(conn.buffer)
+                    self.received += len(data)
+                    self.done = self.decoder.done
+                    if config.max_body_size is not None and self.received > config.max_body_size:
+                        raise BadRequest(413, "request body too large")
+                if data:
+                    return data
+                if not self.done and not conn.recv(time.monotonic() + config.timeout_body):
+                    raise ClientError(0, "the client closed during the request body")
+            return b""
+        except (BadRequest, OSError) as exc:  # 400, 413, 431; 408 on TimeoutError; 0: gone
+            raise self.cycle.fail(exc) from None
+
+    def drain(self) -> bool:
+        """Drop what the app left of the body, as gunicorn does; False if it cannot be read."""
+        with contextlib.suppress(ClientError):
+            while self._read():
+                pass
+            return True
+        return False
+
+
+class RequestResponseCycle:
+    """One request and its response: the environ, ``start_response``, ``write`` and the
+    iteration of the app's result, framed by ``http1.ResponseFramer``."""
+
+    def __init__(self, conn: Connection, method: str, version: str, keep_alive: bool) -> None:
+        self.conn, self.method, self.version = conn, method, version
+        self.framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
+        self.body: RequestBody = None  # type: ignore[assignment]  # set by Connection.handle
+        self.started = False  # start_response was called
+        self.error: ClientError | None = None  # the body could not be read, or the client left
+        self.log_line: dict[str, Any] = {}
+
+    def build_environ(self, raw_path: bytes, query: bytes, headers: Headers) -> Environ:
+        server, client = self.conn.server, self.conn.client
+        script_name = server.config.root_path.rstrip("/")  # PEP 3333: no trailing slash
+        environ: Environ = {
+            "REQUEST_METHOD": self.method, "SCRIPT_NAME": script_name,
+            "PATH_INFO": path_info(raw_path, script_name), "QUERY_STRING": query.decode("latin-1"),
+            "SERVER_NAME": server.address[0], "SERVER_PORT": str(server.address[1]),
+            "SERVER_PROTOCOL": "HTTP/" + self.version,
+            "REMOTE_ADDR": client[0], "REMOTE_PORT": str(client[1]),
+            "wsgi.version": (1, 0), "wsgi.url_scheme": "http",
+            "wsgi.input": io.BufferedReader(self.body),
+            "wsgi.input_terminated": True,  # the input ends where the body does, chunked too
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": server.threaded,
+            "wsgi.multiprocess": False,  # one process: no pre-forked workers
+            "wsgi.run_once": False,
+            "wsgi.file_wrapper": FileWrapper,
+        }
+        for name, value in headers:
+            if name == b"content-type" or name == b"content-length":
+                key = name.decode().upper().replace("-", "_")
+            elif b"_" in name:  # X_User would pass for X-User: dropped, as gunicorn does
+                continue
+            else:
+                key = "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
+            text = value.decode("latin-1")
+            # RFC 9110 §5.3: repeated field lines are one list, joined with ", "
+            environ[key] = environ[key] + ", " + text if key in environ else text
+        if server.access_log:
+            self.log_line = {"method": self.method, "raw_path": raw_path,
+                             "query_string": query, "http_version": self.version}
+        return environ
+
+    def start_response(self, status: str, headers: list[tuple[str, str]],
+                       exc_info: ExcInfo | None = None) -> Callable[[bytes], None]:
+        if exc_info is not None:
+            try:  # PEP 3333: "if ... headers have already been sent, start_response must
+                if self.framer.head_sent:  # raise an error, and should re-raise ... exc_info"
+                    raise exc_info[1].with_traceback(exc_info[2])
+            finally:
+                exc_info = None  # PEP 3333: avoid a circular reference through the traceback
+        elif self.started:
+            raise http1.ResponseError("start_response called twice without exc_info")
+        if type(status) is not str or len(status) < 4 or not status[:3].isdigit() \
+                or status[3] != " " or http1.bad_field_value(status.encode("latin-1")):
+            raise http1.ResponseError(f"invalid status {status!r}: '200 OK' is the shape")
+        fields = []
+        for name, value in headers:  # PEP 3333: "a list of (header_name, header_value)"
+            if type(name) is not str or type(value) is not str:
+                raise http1.ResponseError(f"header {name!r}: names and values are str")
+            if name.lower() in HOP_BY_HOP:
+                raise http1.ResponseError(f"hop-by-hop header {name!r} is the server's")
+            fields.append((name.encode("latin-1"), value.encode("latin-1")))
+        state = self.conn.server.state  # the framer checks the rest, as for ASGI apps
+        self.framer.start(int(status[:3]), fields, state.default_headers,
+                          state.default_headers_bytes)
+        self.framer.parts[0] = b"HTTP/1.1 %s\r\n" % status.encode("latin-1")  # its own phrase
+        self.started = True
+        return self.write
+
+    def write(self, data: bytes) -> None:  # PEP 3333's write() callable
+        if not self.started:
+            raise http1.ResponseError("write() before start_response()")
+        if data:  # PEP 3333: no head "until the first non-empty bytestring"
+            self.send(data, True)
+
+    def send(self, data: bytes, more_body: bool) -> None:
+        framer, conn = self.framer, self.conn
+        if not framer.head_sent:
+            if (self.body.expect_100 and not self.body.done) or conn.server.stopping.is_set():
+                framer.keep_alive = False  # a body that may never come; or shutting down
+            if self.log_line:
+                asgi.log_access(conn.client, self.log_line, framer.status)
+        out = framer.body(data, more_body)
+        try:
+            if out:
+                conn.sendall(out)
+        except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
+            raise self.fail(ClientError(0, f"the client went away: {exc}")) from None
+
+    def send_file(self, wrapper: FileWrapper, length: int) -> None:
+        """Send a file with ``socket.sendfile`` (PEP 3333, "Optional Platform-Specific File
+        Handling"): ``os.sendfile`` when it has a fileno, else its ``read()`` in a loop."""
+        self.send(b"", True)  # the head alone: the app's Content-Length frames the body
+        try:
+            self.conn.sock.settimeout(SEND_TIMEOUT)
+            self.framer.remaining = length - self.conn.sock.sendfile(wrapper.filelike,
+                                                                     count=length)
+        except OSError as exc:
+            raise self.fail(ClientError(0, f"the client went away: {exc}")) from None
+
+    def fail(self, exc: Exception) -> ClientError:
+        """The body cannot be read or the client left: no next request on this connection."""
+        if not isinstance(exc, ClientError):  # RFC 9110 §15.5.9: 408 for a body too slow
+            status = 408 if isinstance(exc, TimeoutError) else getattr(exc, "status", 0)
+            exc = ClientError(status, str(exc) or "timed out reading the body")
+        self.error, self.body.done, self.framer.keep_alive = exc, True, False
+        return exc
+
+    def run_wsgi(self, environ: Environ) -> bool:
+        """Run the app and send its response; True when the connection may carry another.
+        Whatever the app raises stays here: 500 when no byte of the response is out, else
+        close; the result's ``close()`` is always called (PEP 3333)."""
+        result: Iterable[bytes] | None = None
+        try:
+            result = self.conn.server.app(environ, self.start_response)
+            if isinstance(result, (list, tuple)) and len(result) == 1 and self.started:
+                self.send(result[0], False)  # the whole body: a Content-Length frames it
+                return self.finish()
+            length = self.framer.remaining
+            if isinstance(result, FileWrapper) and self.started and length \
+                    and not self.framer.no_body:
+                self.send_file(result, length)  # the app gave a Content-Length: no chunks
+            else:
+                for data in result:
+                    if data and not self.started:
+                        raise http1.ResponseError("a body before start_response()")
+                    if data:
+                        self.send(data, True)
+            if not self.started:
+                raise http1.ResponseError("the app returned without calling start_response")
+            self.send(b"", False)
+            return self.finish()
+        except BaseException as exc:  # SystemExit too: one app must not stop the server
+            if self.error is not None:  # the client's doing, not the app's
+                logger.debug("client %s: %s", self.conn.client, self.error)
+            else:
+                logger.error("Exception in WSGI application", exc_info=exc)
+        finally:
+            try:
+                getattr(result, "close", lambda: None)()
+            except BaseException as exc:
+                logger.error("Exception in the WSGI result's close()", exc_info=exc)
+        status = 500 if self.error is None else self.error.status
+        if self.framer.head_sent or not status:
+            self.conn.close()
+        else:
+            self.conn.send_error(status, "the app failed", head=self.method == "HEAD")
+        return False
+
+    def finish(self) -> bool:
+        """After the last byte: may the connection carry another request?"""
+        if self.framer.short:
+            logger.error("response body shorter than its Content-Length; closing")
+        elif self.framer.keep_alive and self.body.drain():
+            return True
+        self.conn.close(linger=bool(self.conn.buffer) or not self.body.done)
+        return False
+
+
+# --------------------------------------------------------------------------------------- serve
+
+
+class WSGIServer:
+    """What the connections of one server share, and its accept loop (sync or gthread)."""
+
+    def __init__(self, app: WSGIApp, config: Config, listener: socket.socket,
+                 shutdown: threading.Event) -> None:
+        self.app, self.config, self.listener, self.stopping = app, config, listener, shutdown
+        # ServerState is typed for ASGI apps; here it keeps the Date and Server headers.
+        self.state = ServerState(app, config, {})  # type: ignore[arg-type]
+        self.address: tuple[str, int] = listener.getsockname()[:2]
+        self.threaded = config.worker_class == "gthread"
+        self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
+        self.selector = selectors.DefaultSelector()
+        self.wake_r, self.wake_w = socket.socketpair()  # a pool thread wakes the main thread
+        self.returned: queue.SimpleQueue[Connection] = queue.SimpleQueue()  # back from the pool
+        self.idle: set[Connection] = set()  # watched by the main thread
+        self.busy: dict[concurrent.futures.Future[None], Connection] = {}  # in the pool
+        self.last_tick = time.monotonic()
+
+    def work(self, conn: Connection) -> None:
+        """Answer the requests on ``conn`` until none is waiting; in gthread, then hand it back
+        to the main thread (a sync connection never stays alive: ``handle`` closes it)."""
+        try:
+            while conn.handle():
+                if self.stopping.is_set():
+                    conn.close()
+                elif not conn.buffer:  # nothing pipelined: back to the main thread's watch
+                    self.returned.put(conn)
+                    self.wake_w.send(b"\0")
+                else:
+                    continue
+                return
+        except BaseException as exc:
+            logger.error("Exception in the connection", exc_info=exc)
+            conn.close()
+
+    def serve_forever(self) -> None:
+        """The main thread: accept, and (gthread) watch the idle connections."""
+        selector, config = self.selector, self.config
+        selector.register(self.listener, selectors.EVENT_READ)
+        selector.register(self.wake_r, selectors.EVENT_READ)
+        pool = concurrent.futures.ThreadPoolExecutor(config.threads, "toy-wsgi")
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            timeout = min([TICK, *(c.idle_deadline - now for c in self.idle)])
+            for key, _ in selector.select(max(timeout, 0)):
+                if key.fileobj is self.listener:
+                    conn = None
+                    with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
+                        sock, (host, port, *_) = self.listener.accept()
+                        conn = Connection(self, sock, (host, port))
+                    if conn is not None and self.threaded:
+                        self.watch(conn)  # gthread: a pool thread takes it once readable
+                    elif conn is not None:
+                        self.work(conn)  # sync: answered here, then closed
+                elif key.fileobj is self.wake_r:
+                    self.wake_r.recv(4096)
+                    while not self.returned.empty():
+                        self.watch(self.returned.get())
+                else:  # readable: a request (or a close) is coming; a pool thread takes it
+                    self.unwatch(conn := key.data)
+                    future = pool.submit(self.work, conn)
+                    self.busy[future] = conn
+                    future.add_done_callback(self.busy.pop)
+            now = time.monotonic()
+            for conn in [c for c in self.idle if c.idle_deadline <= now]:
+                self.unwatch(conn)  # the keep-alive timeout: close without a word
+                conn.close()
+            if now - self.last_tick >= 1.0:  # RFC 9110 §6.6.1: Date, to the second
+                self.last_tick = now
+                self.state.refresh_default_headers()
+        # Graceful shutdown: stop accepting, close idle connections, let requests in flight
+        # finish (their responses say Connection: close), then shut the sockets of the rest.
+        self.listener.close()
+        for conn in list(self.idle):
+            self.unwatch(conn)
+            conn.close()
+        busy = dict(self.busy)
+        _, pending = concurrent.futures.wait(busy, timeout=config.timeout_graceful_shutdown)
+        if pending:
+            logger.warning("graceful shutdown timed out; closing %d connections", len(pending))
+            for future in pending:
+                with contextlib.suppress(OSError):
+                    busy[future].sock.shutdown(socket.SHUT_RDWR)
+        pool.shutdown(wait=False, cancel_futures=True)
+        while not self.returned.empty():
+            self.returned.get().close()
+
+    def watch(self, conn: Connection) -> None:
+        conn.idle_deadline = time.monotonic() + self.config.timeout_keep_alive
+        self.selector.register(conn.sock, selectors.EVENT_READ, conn)
+        self.idle.add(conn)
+
+    def unwatch(self, conn: Connection) -> None:
+        self.selector.unregister(conn.sock)
+        self.idle.discard(conn)
+
+
+def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
+          ready: Callable[[tuple[str, int]], object] | None = None,
+          shutdown: threading.Event | None = None) -> None:
+    """Block serving ``app`` until ``shutdown`` (a ``threading.Event``) is set, or SIGINT or
+    SIGTERM when none is given; on ``sock`` if given, else on host:port (OSError if it cannot
+    bind); ``ready`` is called with the bound ``(host, port)``. Tests run it in a thread."""
+    if config.worker_class not in ("sync", "gthread"):
+        raise ValueError(f"worker_class is 'sync' or 'gthread', not {config.worker_class!r}")
+    if shutdown is None:
+        shutdown = threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            stop = shutdown.set
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda signum, frame: stop())
+    if sock is None:
+        sock = socket.create_server((config.host, config.port), backlog=config.backlog)
+    sock.listen(config.backlog)
+    sock.setblocking(False)
+    server = WSGIServer(app, config, sock, shutdown)
+    logger.info("toy-wsgi (%s) running on http://%s:%d (Press CTRL+C to quit)",
+                config.worker_class, *server.address)
+    if ready is not None:
+        ready(server.address)
+    try:
+        server.serve_forever()
+    finally:
+        logger.info("shutting down")
+        for closable in (server.selector, sock, server.wake_r, server.wake_w):
+            closable.close()
+
+
+# ----------------------------------------------------------------------------------------- run
+
+
+def run(app: WSGIApp, config: Config) -> None:
+    """Block serving ``app``; exit with one line (status 1) when the address cannot be bound."""
+    try:
+        serve(app, config)
+    except OSError as exc:
+        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        pass
