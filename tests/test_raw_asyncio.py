@@ -23,6 +23,7 @@ import pytest
 
 from tests.support.echo_app import app as echo_app
 from tests.support.mock import FakeClockLoop, MockTransport
+from toyservers import http1
 from toyservers._server import ServerState
 from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
@@ -691,6 +692,30 @@ def test_absolute_and_asterisk_forms_are_served(loop: FakeClockLoop, target: byt
     out = h.feed(b"OPTIONS " + target + b" HTTP/1.1\r\nHost: example.com\r\n\r\n")
     echoed = json.loads(split_response(out)[2])
     assert (echoed["path"], echoed["query_string"]) == (path, query.decode())
+
+
+@pytest.mark.parametrize("method", [b"GET", b"OPTIONS", b"CONNECT"])
+@pytest.mark.parametrize("target", [
+    b"/", b"/p?q=1", b"/p?", b"/?a?b", b"//x", b"/a%2Fb?c#d", b"/#", b"*", b"p", b"?q",
+    b"http://h/p?q", b"http://h", b"h:443", b"h:443/p", b"/h:443"])
+def test_origin_form_fast_path_splits_as_split_target(loop: FakeClockLoop, method: bytes,
+                                                      target: bytes) -> None:
+    """_read_head splits an origin-form target itself: the same answer as http1.split_target."""
+    scopes: list[dict[str, Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        scopes.append(scope)
+        await hello_app(scope, receive, send)
+
+    try:
+        expected: tuple[bytes, bytes] | None = http1.split_target(method.decode(), target)
+    except http1.BadTarget:
+        expected = None
+    out = Harness(loop, app).feed(method + b" " + target + b" HTTP/1.1\r\nHost: h:443\r\n\r\n")
+    if expected is None:
+        assert out.startswith(b"HTTP/1.1 400 ") and not scopes
+    else:
+        assert (scopes[0]["raw_path"], scopes[0]["query_string"]) == expected
 
 
 def test_access_log_is_written_from_the_raw_target_when_the_response_starts(
