@@ -63,7 +63,7 @@ def check_partial_head(buffer: bytes | bytearray, max_request_line: int, max_hea
         raise BadRequest(431, "header block too large")
     elif buffer.count(b"\r\n") > max_headers + 1:
         raise BadRequest(431, "too many header fields")
-    # Bytes outside HEAD_BYTES are forbidden bytes and CR/LF: two per CRLF, else a bare CR or LF
+    # The bytes outside HEAD_BYTES are forbidden ones and CR/LF: two per CRLF, else a bare CR/LF
     # (RFC 9112 §2.2: we take the strict side of "MAY recognize a single LF as a line end").
     others = buffer.translate(_HEAD_MARKS).count(0) - 2 * buffer.count(b"\r\n")
     if others > 1 or (others == 1 and not buffer.endswith(b"\r")):  # a CR may await its LF
@@ -72,9 +72,9 @@ def check_partial_head(buffer: bytes | bytearray, max_request_line: int, max_hea
 
 # Names already checked, so a request skips the work it was done for: the methods of RFC 9110
 # §9 (and PATCH), as ``str``; field names seen before, as received -> lowercased (up to 1,024
-# names of up to 64 bytes, shared by all connections). Both are filled only with names that
-# passed the check, so a hit gives the answer the check would. These, the translate table
-# below and body_framing's set of framing fields and known Host values took toy-raw from 143.2k
+# names of up to 64 bytes, shared by all connections and threads). Both hold only names that
+# passed the check, so a hit gives the answer the check would. These, the _HEAD_MARKS table
+# and body_framing's set of framing fields and known Host values took toy-raw from 143.2k
 # to 132.4k instructions per POST/JSON request with 3 fields under callgrind (uvloop; 171.7k to
 # 161.1k on asyncio): a translate with deletechars costs ~1,600, a dict hit ~300.
 METHODS = {name.encode(): name for name in ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT",
