@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from toyservers import http1, http1_parser
+from toyservers.http1 import HEAD_BYTES
 from toyservers.http1_parser import (
     BadRequest,
     ChunkedDecoder,
     body_framing,
     check_partial_head,
+    parse_fields,
     parse_request_head,
     take_head,
 )
@@ -185,6 +190,66 @@ def test_host_is_required_in_1_1_only_and_never_twice() -> None:
     with pytest.raises(BadRequest) as info:
         body_framing("1.0", [(b"transfer-encoding", b"chunked")])
     assert info.value.status == 400
+
+
+# --- the fast paths give the answers of the checks they skip ----------------------------------
+
+
+@pytest.fixture
+def cold_caches() -> Iterator[None]:
+    """Empty the caches of checked names and Host values, and restore them after the test."""
+    names, hosts = dict(http1_parser._field_names), set(http1_parser._known_hosts)
+    http1_parser._field_names.clear()
+    http1_parser._known_hosts.clear()
+    yield
+    http1_parser._field_names.clear()
+    http1_parser._field_names.update(names)
+    http1_parser._known_hosts.clear()
+    http1_parser._known_hosts.update(hosts)
+
+
+def outcome(parse: Any, *args: Any) -> Any:
+    try:
+        return parse(*args)
+    except BadRequest as exc:
+        return exc.status, exc.reason
+
+
+def test_head_marks_table_finds_what_deleting_head_bytes_leaves() -> None:
+    for byte in range(256):
+        for data in (bytes([byte]), b"a\r\n" + bytes([byte]) * 3 + b"\r\n"):
+            marks = data.translate(http1_parser._HEAD_MARKS).count(0)
+            assert marks == len(data.translate(None, HEAD_BYTES)), data
+
+
+def test_known_methods_are_tokens_and_decode_to_themselves() -> None:
+    for raw, name in http1_parser.METHODS.items():
+        assert http1.is_token(raw) and raw.decode("ascii") == name
+
+
+def random_field_lines(seed: int, count: int) -> list[bytes]:
+    rng = random.Random(seed)
+    pieces = [b"Host", b"host", b"X-A", b"x(a)", b"", b":", b": ", b" ", b"\t", b"v a l",
+              b"caf\xc3\xa9", b"Content-Length", b"\xc3\xa9", b"a:b"]
+    return [b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))) for _ in range(count)]
+
+
+def test_known_field_names_give_the_answers_of_the_check(cold_caches: None) -> None:
+    lines = random_field_lines(seed=9112, count=3000)
+    checked = [outcome(parse_fields, [line]) for line in lines]  # the first sight of each name
+    assert len(http1_parser._field_names) > 5
+    assert [outcome(parse_fields, [line]) for line in lines] == checked  # now from the cache
+    for line in (b"Host", b"X-A", b" Host: x"):  # a known name is no excuse for a bad line
+        assert outcome(parse_fields, [line])[0] == 400
+
+
+def test_known_hosts_give_the_answers_of_the_check(cold_caches: None) -> None:
+    cases = [[], [b"x"], [b"a b"], [b"x", b"x"], [b"[::1]:80"], [b"x/y"], [b"x:80"], [b"x"]]
+    for version in ("1.1", "1.0"):
+        cold = [outcome(body_framing, version, [(b"host", h) for h in hosts]) for hosts in cases]
+        warm = [outcome(body_framing, version, [(b"host", h) for h in hosts]) for hosts in cases]
+        assert warm == cold
+        assert http1_parser._known_hosts == {b"x", b"[::1]:80", b"x:80"}
 
 
 # --- ChunkedDecoder (RFC 9112 §7.1) ------------------------------------------------------------

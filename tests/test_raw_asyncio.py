@@ -3,7 +3,8 @@
 
 The behaviour it shares with the other toy servers is tested once for all three in
 test_protocols.py (protocol level) and test_toy_servers_e2e.py (end to end). Here, on the
-shared protocol harness: how far it decodes a burst of chunks ahead of the app.
+shared protocol harness: how far it decodes a burst of chunks ahead of the app, and its
+fast path for origin-form targets.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from tests.support.echo_app import app as echo_app
-from tests.support.protocol_harness import Harness, after, split_response
+from tests.support.protocol_harness import Harness, after, hello_app, split_response
+from toyservers import http1
 from toyservers.raw_asyncio import HIGH_WATER_LIMIT
 
 
@@ -43,3 +46,27 @@ def test_tiny_chunks_are_decoded_only_up_to_the_high_water_mark(
     h.spin(50)
     assert json.loads(split_response(h.take())[2])["body"] == "x" * chunks
     assert not h.reading_paused and not h.closed
+
+
+@pytest.mark.parametrize("method", [b"GET", b"OPTIONS", b"CONNECT"])
+@pytest.mark.parametrize("target", [
+    b"/", b"/p?q=1", b"/p?", b"/?a?b", b"//x", b"/a%2Fb?c#d", b"/#", b"*", b"p", b"?q",
+    b"http://h/p?q", b"http://h", b"h:443", b"h:443/p", b"/h:443"])
+def test_origin_form_fast_path_splits_as_split_target(connect: Callable[..., Harness],
+                                                      method: bytes, target: bytes) -> None:
+    """_read_head splits an origin-form target itself: the same answer as http1.split_target."""
+    scopes: list[dict[str, Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        scopes.append(scope)
+        await hello_app(scope, receive, send)
+
+    try:
+        expected: tuple[bytes, bytes] | None = http1.split_target(method.decode(), target)
+    except http1.BadTarget:
+        expected = None
+    out = connect(app).feed(method + b" " + target + b" HTTP/1.1\r\nHost: h:443\r\n\r\n")
+    if expected is None:
+        assert out.startswith(b"HTTP/1.1 400 ") and not scopes
+    else:
+        assert (scopes[0]["raw_path"], scopes[0]["query_string"]) == expected

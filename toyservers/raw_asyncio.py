@@ -57,6 +57,8 @@ READ_HEAD, READ_BODY, WAIT_RESPONSE, CLOSED = "head", "body", "wait", "closed"
 
 
 # -------------------------------------------------------------------------- Protocol interface
+# Counts such as "132.4k -> 129.7k" beside a speed trick: instructions per POST/JSON request of
+# `bench layers` on a keep-alive connection with uvloop, under valgrind --tool=callgrind.
 
 
 class RawHTTPProtocol(HTTPProtocol):
@@ -81,9 +83,7 @@ class RawHTTPProtocol(HTTPProtocol):
     def data_received(self, data: bytes) -> None:
         if self.phase is CLOSED:  # lingering close: read and drop until the client closes
             return
-        if self.deadline.kind is IDLE:  # the keep-alive deadline ends with the first byte
-            self.deadline.clear()
-        self.buffer += data
+        self.buffer += data  # the keep-alive deadline ends: _read_head starts the head's or clears
         self._parse_buffer()
         if self.phase is WAIT_RESPONSE and len(self.buffer) > HIGH_WATER_LIMIT:
             self.flow.pause_reading()  # pipelined requests wait while a response is in flight
@@ -129,14 +129,22 @@ class RawHTTPProtocol(HTTPProtocol):
             if self.deadline.kind is not HEAD:  # the deadline runs from the first byte
                 self.deadline.set(HEAD, config.timeout_headers)
             return
-        self.deadline.clear()
+        # The idle or head deadline ends. One clear a request, not three (and the cheaper checks
+        # in on_response_complete and _next_request): 132.4k -> 129.7k
+        if self.deadline.kind is not None:
+            self.deadline.clear()
         method, target, version, headers = parse_request_head(
             head, config.max_request_line, config.max_header_size, config.max_headers)
         content_length, chunked, keep_alive, expect_100 = body_framing(version, headers)
-        raw_path, query = http1.split_target(method, target)
+        # Origin-form, split as split_target's first case does (a test compares): 129.1k -> 128.4k
+        if target[:1] == b"/" and method != "CONNECT" and b"#" not in target:
+            raw_path, _, query = target.partition(b"?")
+        else:
+            raw_path, query = http1.split_target(method, target)
         if config.max_body_size is not None and (content_length or 0) > config.max_body_size:
             raise BadRequest(413, "request body too large")
-        if asgi.at_concurrency_limit(self.state):
+        # at_concurrency_limit only when there is a limit: 129.7k -> 129.1k
+        if config.limit_concurrency is not None and asgi.at_concurrency_limit(self.state):
             self.send_error(503, "at the concurrency limit")
             return
         scope = asgi.http_scope(self, method, version, raw_path, query, headers)
@@ -160,10 +168,15 @@ class RawHTTPProtocol(HTTPProtocol):
         cycle = self.cycle
         assert cycle is not None
         if self.decoder is None:  # Content-Length: take what is there, up to what is left
-            data = bytes(buffer[: self.body_remaining])
-            del buffer[: len(data)]
-            self.body_remaining -= len(data)
-            done = self.body_remaining == 0
+            remaining = self.body_remaining
+            if len(buffer) <= remaining:  # all body: no slice (with wake guards 128.4k -> 126.7k)
+                data = bytes(buffer)
+                buffer.clear()
+            else:
+                data = bytes(buffer[:remaining])
+                del buffer[:remaining]
+            self.body_remaining = remaining = remaining - len(data)
+            done = not remaining
         else:  # chunked: decode no further than HIGH_WATER_LIMIT bytes waiting for the app
             data = self.decoder.feed(buffer, HIGH_WATER_LIMIT - len(cycle.body))
             self.body_received += len(data)
@@ -174,10 +187,12 @@ class RawHTTPProtocol(HTTPProtocol):
         if data and not cycle.response_complete:  # after the response, the rest is discarded
             cycle.body = cycle.body + data if cycle.body else data
         if done:
-            self.deadline.clear()
+            if self.deadline.kind is not None:  # the body deadline, unless it all came at once
+                self.deadline.clear()
             self.phase = WAIT_RESPONSE
             cycle.more_body = False
-            cycle.wake()
+            if cycle.waiter is not None:  # a receive() waits
+                cycle.wake()
             if cycle.response_complete:
                 self._next_request()
             return
@@ -203,9 +218,11 @@ class RawHTTPProtocol(HTTPProtocol):
         """Called by the cycle once its last body byte is written."""
         if self.phase is CLOSED:
             return
-        if cycle.framer.short:
+        framer = cycle.framer
+        short = framer.short
+        if short:
             logger.error("response body shorter than its Content-Length; closing")
-        if not cycle.framer.keep_alive or cycle.framer.short or self.eof:
+        if not framer.keep_alive or short or self.eof:
             self.close()
         elif self.phase is WAIT_RESPONSE:
             self._next_request()
@@ -216,7 +233,8 @@ class RawHTTPProtocol(HTTPProtocol):
     def _next_request(self) -> None:
         self.cycle = self.decoder = None
         self.phase = READ_HEAD
-        self.resume_reading()
+        if self.flow.read_paused:  # pipelined requests filled the buffer
+            self.flow.resume_reading()
         if self.buffer:
             self._parse_buffer()  # a pipelined request is already here
         else:
@@ -284,9 +302,11 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 
     def wake(self) -> None:
         """Resume a ``receive()`` waiting for body bytes, the end of the body or a disconnect."""
-        waiter, self.waiter = self.waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def _wait(self) -> None:
         self.waiter = waiter = self.protocol.loop.create_future()
@@ -346,7 +366,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.transport.write(data)
         if not more_body:
             self.response_complete = True
-            self.wake()
+            if self.waiter is not None:  # a receive() waits for the disconnect
+                self.wake()
             self.protocol.on_response_complete(self)
     # --8<-- [end:send]
 
