@@ -868,8 +868,6 @@ _H11_BOUND = ("h11 bounds a head, a trailer section or a chunk-size line only by
               "incomplete-event limit (max_request_line + max_header_size), not by our limits")
 # What a server's parser lets through, or decides otherwise: (server, case) -> why.
 GAPS = {
-    ("toy-raw", "connect"): "toy-raw hands a CONNECT request to the app (path 't:443') "
-                            "instead of answering 501",
     **{("toy-h11", case): _H11_DECIDES for case in [
         "bare-lf-request-line", "bare-lf-field", "obs-fold-after-field", "two-equal-lengths",
         "chunk-size-17-digits", "chunk-ext-control", "chunk-ext-no-name", "trailer-bare-lf"]},
@@ -999,8 +997,7 @@ def test_access_log_line_like_uvicorns_from_the_raw_target_at_response_start(
     assert lines == (expected if enabled else [])
 
 
-@servers_except(dict.fromkeys(["toy-raw", "toy-h11"],
-                              "the concurrency limit's 503 is not access-logged"))
+@servers_except({"toy-h11": "the concurrency limit's 503 is not access-logged"})
 def test_access_log_of_a_refused_request(connect: Connect,
                                          caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO", logger="toyservers.access")

@@ -68,5 +68,7 @@ def test_origin_form_fast_path_splits_as_split_target(connect: Callable[..., Har
     out = connect(app).feed(method + b" " + target + b" HTTP/1.1\r\nHost: h:443\r\n\r\n")
     if expected is None:
         assert out.startswith(b"HTTP/1.1 400 ") and not scopes
+    elif method == b"CONNECT":  # a valid authority-form target: 501, no tunnel (RFC 9110 §9.3.6)
+        assert out.startswith(b"HTTP/1.1 501 ") and not scopes
     else:
         assert (scopes[0]["raw_path"], scopes[0]["query_string"]) == expected

@@ -141,13 +141,17 @@ class RawHTTPProtocol(HTTPProtocol):
             raw_path, _, query = target.partition(b"?")
         else:
             raw_path, query = http1.split_target(method, target)
+            if method == "CONNECT":  # RFC 9110 §9.3.6: a tunnel is a proxy's job, not ours
+                raise BadRequest(501, "CONNECT is not implemented")
         if config.max_body_size is not None and (content_length or 0) > config.max_body_size:
             raise BadRequest(413, "request body too large")
+        scope = asgi.http_scope(self, method, version, raw_path, query, headers)
         # at_concurrency_limit only when there is a limit: 129.7k -> 129.1k
         if config.limit_concurrency is not None and asgi.at_concurrency_limit(self.state):
+            if self.access_log:
+                asgi.log_access(self.client, scope, 503)
             self.send_error(503, "at the concurrency limit")
             return
-        scope = asgi.http_scope(self, method, version, raw_path, query, headers)
         has_body = chunked or bool(content_length)
         self.cycle = cycle = RequestResponseCycle(self, scope, keep_alive, expect_100 and has_body)
         cycle.start_task(self.app)
