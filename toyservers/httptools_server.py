@@ -1,18 +1,16 @@
 """toy-httptools: an HTTP/1.1 ASGI server on asyncio, parsed by llhttp through httptools.
 
-I/O model: one ``asyncio.Protocol`` per connection feeds each chunk it receives to an
-``httptools.HttpRequestParser``, which calls back as it meets the request line, each header
-field, the end of the head, pieces of body and the end of the message. The server checks what
-llhttp lets through with the shared HTTP/1.1 rules (``toyservers.http1``) and frames the
-response itself with ``ResponseFramer``. Each request gets a ``RequestResponseCycle`` whose
-``run_asgi`` calls the app; requests pipelined on one connection queue up and are answered in
-order, and reading pauses while one waits behind a response in flight.
+I/O model: one ``asyncio.Protocol`` per connection feeds what it receives to an
+``httptools.HttpRequestParser``, which calls back for the request line, each field, the end
+of the head, pieces of body and the end of the message. The server checks what llhttp lets
+through with the shared HTTP/1.1 rules (``toyservers.http1``) and frames the response with
+``ResponseFramer``. Each request gets a ``RequestResponseCycle`` whose ``run_asgi`` runs the
+app in its own Task (as uvicorn: ``asyncio.current_task()`` works in the app); pipelined
+requests queue up and are answered in order, and reading pauses while they wait.
 
-Built to be fast: the app starts once the chunk holding its head is parsed, so a small body
-is there when it calls ``receive()``; the response head leaves with the first body in one
-``transport.write``; one ``Deadline`` timer per connection; ``__slots__`` everywhere. Each
-request still runs in its own ``asyncio.Task``, as in uvicorn: stepping the app inline would
-leave ``asyncio.current_task()`` empty, and break ``asyncio.timeout()`` and anyio there.
+Built to be fast: the app starts once the read holding its head is parsed, so a small body is
+there when it calls ``receive()``; the response head leaves with the first body in one
+``transport.write``; one ``Deadline`` timer per connection; ``__slots__`` everywhere.
 
 Deliberately left out: protocol upgrades (an ``Upgrade`` request is answered as plain HTTP,
 without its body, and the connection then closes; ``CONNECT`` gets 501: this is no proxy),
@@ -37,24 +35,13 @@ from collections.abc import Callable
 
 import httptools
 
-from toyservers import asgi
+from toyservers import asgi, http1
 from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT
-from toyservers.http1 import (
-    CONTINUE_100,
-    MAX_CHUNK_LINE,
-    BadTarget,
-    ResponseError,
-    ResponseFramer,
-    error_response,
-    host_status,
-    is_token,
-    split_target,
-    transfer_coding_status,
-)
+from toyservers.http1 import MAX_CHUNK_LINE, BadTarget, ResponseFramer, split_target
 
 # ---------------------------------------------------------------------------------- constants
 
@@ -63,6 +50,7 @@ IDLE, HEAD, BODY = 0, 1, 2  # where the parser is in the current request
 FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})
 # llhttp's reason for "PRI * HTTP/2.0", the HTTP/2 preface, sent to an HTTP/1 parser.
 H2_PREFACE = "Pause on PRI/Upgrade"
+CHUNK_LINE_LIMIT = MAX_CHUNK_LINE + 2  # with its CRLF
 
 # ------------------------------------------------------------------------------- wire helpers
 
@@ -77,52 +65,63 @@ class _StopParsing(Exception):
 class HttpToolsProtocol(HTTPProtocol):
     """One connection: llhttp callbacks in, RequestResponseCycles answered in order out."""
 
-    # Slots: CPython 3.11 keeps its fast attribute paths only for instances with at most 30
-    # attributes in their __dict__; this class has more, and slots keep every access fast.
+    # CPython 3.11 keeps its fast attribute paths only up to 30 attributes: slots keep them.
     __slots__ = (
         "parser", "access_log", "max_headers", "max_header_size", "max_body", "pipeline",
         "running", "driving", "reading_stopped", "queued_error", "error_status", "phase",
-        "messages", "chunk_size", "trailer_size", "url", "headers", "head_seen", "head_bound",
-        "body_size", "body_received", "chunk_lines", "line_bytes", "known_framing", "chunked",
-        "hosts", "te",
-        "content_length", "expect", "cycle", "good_host",
+        "messages", "piece", "trailer_size", "url", "headers", "head_seen", "head_bound",
+        "body_size", "framing", "line_bytes", "hosts", "te", "content_length", "expect",
+        "cycle", "good_host",
     )
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
         config: Config = state.config
         self.parser = httptools.HttpRequestParser(self)
-        # llhttp refuses any version but 0.9/1.0/1.1/2.0 with one generic error; letting every
-        # DIGIT.DIGIT through lets on_headers_complete tell 505 from 400 and serve 1.2 as 1.1.
+        # Any DIGIT.DIGIT through: on_headers_complete tells 505 from 400, serves 1.2 as 1.1.
         self.parser.set_dangerous_leniencies(lenient_version=True)
         self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
         self.max_headers, self.max_header_size = config.max_headers, config.max_header_size
         self.max_body = config.max_body_size
         self.pipeline: deque[RequestResponseCycle] = deque()  # parsed, waiting their turn
         self.running: RequestResponseCycle | None = None  # the one whose response goes out
-        self.driving = self.expect = False
-        self.reading_stopped = False  # after Connection: close, an upgrade, EOF or an error
+        self.driving = self.expect = self.reading_stopped = False  # reading_stopped: after
+        # Connection: close, an upgrade, EOF or an error
         self.queued_error = 0  # status to answer once the responses queued before it are out
         self.error_status = 0  # the status a parser callback stopped llhttp with
-        self.body_received = self.chunk_lines = self.line_bytes = self.known_framing = 0
-        # the request being parsed
-        self.phase, self.messages, self.url = IDLE, 0, b""
+        self.piece = b""  # the bytes llhttp is reading now
+        # the request being parsed (on_message_begin sets the rest)
+        self.url, self.messages, self.line_bytes, self.trailer_size = b"", 0, 0, 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.hosts: list[bytes] = []
-        self.chunk_size = self.head_seen = self.head_bound = self.body_size = 0
-        self.trailer_size = 0
         self.te: bytes | None = None
         self.content_length: bytes | None = None
-        self.cycle: RequestResponseCycle | None = None
-        self.chunked: RequestResponseCycle | None = None  # the last chunked request
+        self.on_message_begin()
+        self.phase, self.messages = IDLE, 0
+        self.cycle: RequestResponseCycle | None = None  # the last request whose head ended
         self.good_host = b""  # the last Host value found valid on this connection
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
         if self.reading_stopped:
             return  # RFC 9112 §9.6: nothing after the last request (or a bad one) is read
-        phase, messages, body = self.phase, self.messages, self.body_received
-        self.chunk_size = len(data)
+        if len(data) <= MAX_CHUNK_LINE:
+            self.feed(data)
+        else:  # in slices no longer than a chunk-size line may be (see watch)
+            for at in range(0, len(data), MAX_CHUNK_LINE):
+                if not self.reading_stopped:
+                    self.feed(data[at:at + MAX_CHUNK_LINE])
+        if self.pipeline:
+            if self.running is None:
+                self.drive()
+            else:  # RFC 9112 §9.3.2: answered in order; read no more while they wait
+                self.flow.pause_reading()
+    # --8<-- [end:data_received]
+
+    def feed(self, data: bytes) -> None:
+        """Run llhttp over ``data``: the callbacks below run inside ``feed_data``."""
+        phase, messages = self.phase, self.messages
+        self.piece = data
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -130,16 +129,8 @@ class HttpToolsProtocol(HTTPProtocol):
         except httptools.HttpParserError as exc:
             if not self.reading_stopped:  # else llhttp refused bytes after Connection: close
                 self.refuse(self.status_for(exc, data, phase, messages))
-        if self.chunk_lines or (self.te is not None and self.phase == BODY):
-            self.limit_chunk_lines(len(data), phase, messages, body)
-        if self.pipeline:
-            if self.running is None:
-                self.drive()
-            else:  # RFC 9112 §9.3.2: answered in order; read no more while they wait
-                self.flow.pause_reading()
         if self.phase != IDLE and not self.reading_stopped:
-            self.watch(len(data), phase, messages)
-    # --8<-- [end:data_received]
+            self.watch(data, phase, messages)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -150,8 +141,8 @@ class HttpToolsProtocol(HTTPProtocol):
             self.running.wake()
 
     def shutdown(self) -> None:
-        """Graceful shutdown: close now if idle; else finish the request in flight (reading
-        the rest of its body), answer it with Connection: close, and read no other request."""
+        """Close now if idle; else finish the request in flight (and its body) with
+        Connection: close, reading no other request."""
         self.pipeline.clear()  # their apps never ran
         running = self.running
         if running is None:
@@ -162,9 +153,8 @@ class HttpToolsProtocol(HTTPProtocol):
             self.reading_stopped = True
 
     def on_timeout(self, kind: str) -> None:
-        """``idle``: close when nothing is in flight. ``head``: the head did not arrive within
-        ``timeout_headers`` of its first byte; ``body``: no body byte for ``timeout_body``:
-        408 (RFC 9110 §15.5.9), or a close when the response already began."""
+        """``idle``: close when nothing is in flight; a slow ``head`` or ``body``: 408 (RFC
+        9110 §15.5.9), or a close when the response already began."""
         phase = self.phase
         if kind == "idle":
             if self.running is None and not self.pipeline and phase == IDLE:
@@ -179,7 +169,7 @@ class HttpToolsProtocol(HTTPProtocol):
 
     def send_error(self, status: int) -> None:
         """Answer ``status`` with Connection: close, then close (RFC 9112 §9.6); only close
-        when part of the running response is on the wire (no valid answer is left, §6.3)."""
+        when part of the running response is on the wire."""
         self.reading_stopped = True
         self.pipeline.clear()
         cycle, self.running = self.running, None
@@ -195,8 +185,8 @@ class HttpToolsProtocol(HTTPProtocol):
             head = cycle.framer.head_request
             if self.access_log:
                 log_access(self.client, cycle.scope, status)
-        self.transport.write(error_response(status, self.state.default_headers_bytes,
-                                            head=head))
+        self.transport.write(http1.error_response(status, self.state.default_headers_bytes,
+                                                  head=head))
         self.transport.close()
 
     # Parser callbacks, in wire order
@@ -208,14 +198,12 @@ class HttpToolsProtocol(HTTPProtocol):
         self.url = b""
         self.headers = []
         self.hosts = []
-        self.head_seen = self.head_bound = self.body_size = 0
+        self.head_seen = self.head_bound = self.body_size = self.framing = 0
         self.te = self.content_length = None
         self.expect = False
 
     def on_url(self, url: bytes) -> None:
-        self.url += url
-        # RFC 9112 §3: a request-target longer than the server will parse gets 414. The
-        # method, two spaces and "HTTP/1.1" count towards the request line too.
+        self.url += url  # RFC 9112 §3: a request line too long to parse gets 414
         limit = self.config.max_request_line - 10
         if len(self.url) > limit and len(self.url) + len(self.parser.get_method()) > limit:
             self.stop_parsing(414)
@@ -230,8 +218,6 @@ class HttpToolsProtocol(HTTPProtocol):
             self.stop_parsing(431)  # RFC 6585 §5 (the size of the head: on_headers_complete)
         if self.phase == BODY:  # a trailer field (RFC 9112 §7.1.2): its section is limited too
             self.trailer_size += len(name) + len(value) + 4
-            self.known_framing += len(name) + len(value) + 4
-            self.line_bytes = 0
             if self.trailer_size > self.max_header_size:
                 self.stop_parsing(431)
         if name in FRAMING:
@@ -246,11 +232,10 @@ class HttpToolsProtocol(HTTPProtocol):
     # --8<-- [end:head_callbacks]
 
     def on_headers_complete(self) -> None:
-        # RFC 6585 §5: a header block over the limit gets 431. This head came in the chunks
-        # counted in head_bound and the current one, so add up its fields only when those
-        # could hold that much (watch() refuses a head still unfinished past the limit).
+        # RFC 6585 §5: a header block over the limit gets 431; add up its fields only when
+        # the slices that held it (head_bound, this one) could hold that much.
         max_size = self.max_header_size
-        if self.head_bound + self.chunk_size > max_size and sum(
+        if self.head_bound + len(self.piece) > max_size and sum(
                 len(name) + len(value) + 4 for name, value in self.headers) > max_size:
             self.stop_parsing(431)
         parser = self.parser
@@ -263,16 +248,15 @@ class HttpToolsProtocol(HTTPProtocol):
             if version != "1.0":
                 version = "1.1"  # RFC 9110 §6.2: a higher 1.x minor is served as 1.1
         hosts = self.hosts
-        # A client sends the same Host on every request: checking it once per connection
-        # saves ~4,000 instructions per request (callgrind).
+        # Checking a client's Host once per connection saves ~4,000 instructions a request.
         if len(hosts) != 1 or hosts[0] != self.good_host:
-            if host_status(hosts, version):
+            if http1.host_status(hosts, version):
                 self.stop_parsing(400)  # RFC 9112 §3.2: none, several, or an invalid value
             if hosts:
                 self.good_host = hosts[0]
         te = self.te
         if te is not None:
-            status = transfer_coding_status(te, version, self.content_length is not None)
+            status = http1.transfer_coding_status(te, version, self.content_length is not None)
             if status:
                 self.stop_parsing(status)
         if self.max_body is not None and self.content_length is not None:
@@ -295,8 +279,8 @@ class HttpToolsProtocol(HTTPProtocol):
         self.cycle = cycle = RequestResponseCycle(
             self, scope, ResponseFramer(method == "HEAD", version == "1.0", keep_alive), expect)
         self.pipeline.append(cycle)
-        if te is not None:
-            self.chunked = cycle
+        if te is not None:  # a chunk-size line comes first
+            self.framing, self.line_bytes = CHUNK_LINE_LIMIT, 0
         self.phase = BODY
         self.headers = []  # trailers, if any, land here and are dropped
         self.trailer_size = 0
@@ -305,7 +289,7 @@ class HttpToolsProtocol(HTTPProtocol):
     def on_body(self, body: bytes) -> None:
         cycle = self.cycle
         assert cycle is not None
-        self.body_received += len(body)
+        self.framing = 0  # chunk data, not a line
         if self.max_body is not None:
             self.body_size += len(body)
             if self.body_size > self.max_body:
@@ -329,8 +313,13 @@ class HttpToolsProtocol(HTTPProtocol):
     # --8<-- [end:body_callbacks]
 
     def on_chunk_header(self) -> None:
-        self.chunk_lines += 1  # chunk-size lines ended in this read
-        self.line_bytes = 0
+        # A chunk-size line begun in an earlier slice ends at this slice's first LF.
+        if self.line_bytes and self.line_bytes + self.piece.find(b"\n") >= CHUNK_LINE_LIMIT:
+            self.stop_parsing(400)
+        self.framing, self.line_bytes = self.max_header_size, 0  # trailers, if the last chunk
+
+    def on_chunk_complete(self) -> None:
+        self.framing, self.line_bytes = CHUNK_LINE_LIMIT, 0  # the next chunk-size line
 
     # Bad requests and slow clients
 
@@ -344,19 +333,18 @@ class HttpToolsProtocol(HTTPProtocol):
         if self.error_status:
             return self.error_status
         if isinstance(exc, httptools.HttpParserInvalidMethodError):
-            # RFC 9110 §9.1: an unknown method is 501, a method that is no token is 400. Its
-            # bytes can be read only when this chunk began the request.
+            # RFC 9110 §9.1: an unknown method 501, one that is no token 400 (readable here
+            # only when this slice began the request).
             if phase == IDLE and self.messages == messages + 1:
                 method, space, _ = data.lstrip(b"\r\n").partition(b" ")
-                if space and is_token(method):
+                if space and http1.is_token(method):
                     return 501
             return 400
         return 505 if str(exc) == H2_PREFACE else 400
 
     def refuse(self, status: int) -> None:
-        """Refuse the request being parsed: read nothing after it, and ``send_error(status)``
-        once the responses queued before it are out (RFC 9112 §9.3.2; §6.3: "respond with a
-        400 (Bad Request) status code and then close the connection")."""
+        """Read nothing more, and ``send_error(status)`` once the responses queued before
+        this request are out (RFC 9112 §9.3.2, §6.3)."""
         self.reading_stopped = True
         if self.phase == BODY:  # the bad bytes were the body of self.cycle
             cycle = self.cycle
@@ -372,51 +360,30 @@ class HttpToolsProtocol(HTTPProtocol):
         if self.running is None and not self.driving:
             self.drive()
 
-    def limit_chunk_lines(self, size: int, phase: int, messages: int, body: int) -> None:
-        """RFC 9112 §7.1: a chunk-size line holds at most MAX_CHUNK_LINE bytes. llhttp reads
-        extensions without limit and gives no offsets, so count per read: its bytes that are
-        neither body, nor the heads (their size from the scopes) and trailers it held, may be
-        MAX_CHUNK_LINE + 2 per chunk-size line it ended and one more if the body goes on; a
-        line open across reads may not outgrow MAX_CHUNK_LINE."""
-        lines, trailers, self.chunk_lines, self.known_framing = (
-            self.chunk_lines, self.known_framing, 0, 0)
-        framing = size - (self.body_received - body) - trailers
-        if not lines and framing == size and self.messages == messages:
-            self.line_bytes += size  # no chunk ended, no data, no head: still in one line
-            allowed = MAX_CHUNK_LINE + 2 - self.line_bytes + size
-        else:
-            allowed = (lines + (self.phase == BODY)) * (MAX_CHUNK_LINE + 2) + 4
-            heads = self.messages - messages + (phase == HEAD) - (self.phase == HEAD)
-            for cycle in list(self.pipeline)[-heads:] if heads > 0 else ():
-                scope = cycle.scope  # request line and fields; a head begun earlier counts whole
-                query = scope["query_string"]
-                framing -= len(scope["method"]) + len(scope["raw_path"]) + 14 + (
-                    len(query) + 1 if query else 0) + sum(len(n) + len(v) + 4
-                                                          for n, v in scope["headers"])
-            if self.phase == HEAD:  # a head still coming: its own limits apply (watch)
-                allowed += self.config.max_request_line + self.max_header_size
-        if framing > allowed and not (self.queued_error or self.transport.is_closing()):
-            if self.chunked is not None:  # refuse the chunked request, ended or not
-                self.phase, self.cycle = BODY, self.chunked
-            self.refuse(400)
-
-    def watch(self, size: int, phase: int, messages: int) -> None:
-        """After a chunk that left a request unfinished: start its deadline; count a head
-        that spans chunks (llhttp keeps partial fields to itself until they end): ``head_seen``,
-        the chunks that were head from their first byte (past the limit: 431); ``head_bound``,
-        every chunk that held part of the head, an upper bound for on_headers_complete."""
+    def watch(self, data: bytes, phase: int, messages: int) -> None:
+        """After a slice that left a request unfinished: start its deadline, and bound what
+        llhttp reads without a callback. A head (partial fields stay inside httptools):
+        ``head_seen`` adds up the slices that were head from their first byte (past the limit,
+        431), ``head_bound`` every slice that held some of it (see on_headers_complete). A
+        chunked body: the chunk-size line or trailer field left open after the slice's last LF
+        may not outgrow ``framing`` bytes (RFC 9112 §7.1: llhttp reads extensions unbounded)."""
+        size = len(data)
         if self.phase == HEAD:
-            self.head_bound += size  # this chunk held some of the head, maybe all of it
-            # The whole chunk is head when the head was under way or began in an idle parser.
-            if phase != BODY and self.messages == messages + (phase == IDLE):
+            self.head_bound += size  # this slice held some of the head, maybe all of it
+            if phase != BODY and self.messages == messages + (phase == IDLE):  # all head
                 self.head_seen += size
                 if self.head_seen > self.max_header_size:
                     self.refuse(431)
                     return
-            if phase != HEAD or self.messages != messages:  # this head began in this chunk
+            if phase != HEAD or self.messages != messages:  # this head began in this slice
                 self.deadline.set("head", self.config.timeout_headers)
-        else:
-            self.deadline.set("body", self.config.timeout_body)  # inactivity: moved each chunk
+            return
+        self.deadline.set("body", self.config.timeout_body)  # inactivity: moved each slice
+        if self.framing:
+            lf = data.rfind(b"\n")
+            self.line_bytes = (self.line_bytes if lf < 0 else 0) + size - lf - 1
+            if self.line_bytes > self.framing:
+                self.refuse(400)
 
     # Running the queue
 
@@ -462,7 +429,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 
     protocol: HttpToolsProtocol
     __slots__ = ("transport", "framer", "expect_100", "body", "body_len", "more_body",
-                 "body_done", "waiter")  # slots: the fastest attribute access in CPython
+                 "body_done", "waiter")
 
     def __init__(self, protocol: HttpToolsProtocol, scope: Scope, framer: ResponseFramer,
                  expect_100: bool) -> None:
@@ -483,12 +450,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     async def receive(self) -> Message:
         if self.expect_100:
             self.expect_100 = False
-            # RFC 9110 §10.1.1: the client holds the body until it sees 100; send it once the
-            # app asks for the body, unless some body came anyway.
+            # RFC 9110 §10.1.1: 100 once the app asks for a body that has not come yet
             if not self.body and self.more_body and not self.response_started:
-                self.transport.write(CONTINUE_100)
-        # Wait while nothing is buffered and either more body is coming or the last message
-        # was already handed over (then only http.disconnect is left to report).
+                self.transport.write(http1.CONTINUE_100)
+        # Wait for body, or after the last body for http.disconnect
         while not self.body and (self.more_body or self.body_done) and not (
                 self.disconnected or self.response_complete):
             if not self.protocol.pipeline:
@@ -536,7 +501,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.transport.write(data)
         if not more_body:
             if framer.remaining and framer.short:  # skip the property call when all was sent
-                raise ResponseError("response body shorter than its Content-Length")
+                raise http1.ResponseError("response body shorter than its Content-Length")
             self.complete()
     # --8<-- [end:send]
 
@@ -560,10 +525,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
                 ready: Callable[[tuple[str, int]], object] | None = None,
                 shutdown: asyncio.Event | None = None) -> None:
-    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM); see ``serve_protocol``.
-
-    Raises LifespanFailure when the app's startup fails, OSError when binding fails.
-    """
+    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM); the arguments and errors
+    are ``toyservers._server.serve_protocol``'s."""
     await serve_protocol(HttpToolsProtocol, app, config, sock=sock, ready=ready,
                          shutdown=shutdown, name="toy-httptools")
 
