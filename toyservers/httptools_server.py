@@ -239,29 +239,15 @@ class HttpToolsProtocol(HTTPProtocol):
                 len(name) + len(value) + 4 for name, value in self.headers) > max_size:
             self.stop_parsing(431)
         parser = self.parser
-        version = parser.get_http_version()
-        if version != "1.1":
-            if version == "0.9":
-                self.stop_parsing(400)  # RFC 9112 §3: the version is required; no HTTP/0.9
-            if version[0] != "1":
-                self.stop_parsing(505)  # RFC 9110 §15.6.6: another major version
-            if version != "1.0":
-                version = "1.1"  # RFC 9110 §6.2: a higher 1.x minor is served as 1.1
-        hosts = self.hosts
+        version, hosts, te = parser.get_http_version(), self.hosts, self.te
         # Checking a client's Host once per connection saves ~4,000 instructions a request.
-        if len(hosts) != 1 or hosts[0] != self.good_host:
-            if http1.host_status(hosts, version):
-                self.stop_parsing(400)  # RFC 9112 §3.2: none, several, or an invalid value
-            if hosts:
-                self.good_host = hosts[0]
-        te = self.te
-        if te is not None:
-            status = http1.transfer_coding_status(te, version, self.content_length is not None)
+        if version != "1.1" or te is not None or len(hosts) != 1 or hosts[0] != self.good_host \
+                or (self.max_body is not None and self.content_length is not None):
+            status, version = http1.head_status(version, hosts, te, self.content_length,
+                                                self.max_body)
             if status:
                 self.stop_parsing(status)
-        if self.max_body is not None and self.content_length is not None:
-            if int(self.content_length) > self.max_body:
-                self.stop_parsing(413)  # RFC 9110 §15.5.14: refused before the body is read
+            self.good_host = hosts[0] if hosts else self.good_host
         method = parser.get_method().decode("ascii")
         keep_alive = parser.should_keep_alive()  # RFC 9112 §9.3, HTTP/1.0 rules included
         if parser.should_upgrade():
