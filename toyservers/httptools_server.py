@@ -105,25 +105,14 @@ class HttpToolsProtocol(HTTPProtocol):
     def data_received(self, data: bytes) -> None:
         if self.reading_stopped:
             return  # RFC 9112 §9.6: nothing after the last request (or a bad one) is read
-        if len(data) <= MAX_CHUNK_LINE:
-            self.feed(data)
-        else:  # in slices no longer than a chunk-size line may be (see watch)
+        if len(data) > MAX_CHUNK_LINE:  # in slices no longer than a chunk-size line (watch)
             for at in range(0, len(data), MAX_CHUNK_LINE):
-                if not self.reading_stopped:
-                    self.feed(data[at:at + MAX_CHUNK_LINE])
-        if self.pipeline:
-            if self.running is None:
-                self.drive()
-            else:  # RFC 9112 §9.3.2: answered in order; read no more while they wait
-                self.flow.pause_reading()
-    # --8<-- [end:data_received]
-
-    def feed(self, data: bytes) -> None:
-        """Run llhttp over ``data``: the callbacks below run inside ``feed_data``."""
+                self.data_received(data[at:at + MAX_CHUNK_LINE])
+            return
         phase, messages = self.phase, self.messages
         self.piece = data
         try:
-            self.parser.feed_data(data)
+            self.parser.feed_data(data)  # the callbacks below run inside feed_data
         except httptools.HttpParserUpgrade:
             pass  # the upgrade request was parsed; what follows is another protocol: dropped
         except httptools.HttpParserError as exc:
@@ -131,6 +120,12 @@ class HttpToolsProtocol(HTTPProtocol):
                 self.refuse(self.status_for(exc, data, phase, messages))
         if self.phase != IDLE and not self.reading_stopped:
             self.watch(data, phase, messages)
+        if self.pipeline:
+            if self.running is None:
+                self.drive()
+            else:  # RFC 9112 §9.3.2: answered in order; read no more while they wait
+                self.flow.pause_reading()
+    # --8<-- [end:data_received]
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
