@@ -390,16 +390,11 @@ class HttpToolsProtocol(HTTPProtocol):
         elif self.queued_error:
             self.send_error(self.queued_error)
         elif not self.reading_stopped:
-            self.flow.resume_reading()
+            if self.flow.read_paused:
+                self.flow.resume_reading()
             if self.phase == IDLE:
                 self.deadline.set("idle", self.config.timeout_keep_alive)
     # --8<-- [end:drive]
-
-    def on_response_complete(self, cycle: RequestResponseCycle) -> None:
-        if cycle is self.running:
-            self.running = None
-            if not self.driving:
-                self.drive()
 
 
 # ------------------------------------------------------------------------------ ASGI interface
@@ -497,7 +492,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             protocol.reading_stopped = True
             protocol.pipeline.clear()
             self.transport.close()
-        protocol.on_response_complete(self)
+        if protocol.running is self:
+            protocol.running = None
+            if not protocol.driving:
+                protocol.drive()
 
 
 # ------------------------------------------------------------------------------------- serve
