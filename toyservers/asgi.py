@@ -89,7 +89,6 @@ class Connection(Protocol):
     scheme: str
     tls: dict[str, Any] | None
     state: ServerState
-    loop: asyncio.AbstractEventLoop
 
     def send_error(self, status: int) -> None:
         """Answer ``status`` and close; only close when the response is already on the wire."""
@@ -162,6 +161,6 @@ class RequestResponseCycle:
         """Run the app in its own Task (its own contextvars copy, and a ``current_task()`` for
         ``asyncio.timeout`` and anyio), kept in ``state.tasks`` so a graceful shutdown can wait
         for it; ``run_asgi`` takes it out as it ends."""
-        self.task = task = self.protocol.loop.create_task(self.run_asgi(app))
+        self.task = task = asyncio.get_running_loop().create_task(self.run_asgi(app))
         if not task.done():  # an eager task factory (Python 3.12+) may have run it to its end
             self.protocol.state.tasks.add(task)
