@@ -13,9 +13,8 @@ there when it calls ``receive()``; the response head leaves with the first body 
 ``transport.write``; one ``Deadline`` timer per connection; ``__slots__`` everywhere.
 
 Deliberately left out: protocol upgrades (an ``Upgrade`` request is answered as plain HTTP,
-without its body, and the connection then closes; ``CONNECT`` gets 501: this is no proxy),
-transfer codings other than chunked (501), request trailers (read and dropped), and what
-uvicorn adds for production (proxy headers, WebSockets, reload, ...).
+without its body, then the connection closes; ``CONNECT`` gets 501), transfer codings other
+than chunked (501), request trailers (read and dropped), and uvicorn's production extras.
 
 Spec: RFC 9112 §2-§7 (message syntax, request line and target forms, fields, message body
 length, chunked coding) and §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §8.6
@@ -85,21 +84,19 @@ class HttpToolsProtocol(HTTPProtocol):
         self.max_body = config.max_body_size
         self.pipeline: deque[RequestResponseCycle] = deque()  # parsed, waiting their turn
         self.running: RequestResponseCycle | None = None  # the one whose response goes out
-        self.driving = self.expect = self.reading_stopped = False  # reading_stopped: after
-        # Connection: close, an upgrade, EOF or an error
-        self.queued_error = 0  # status to answer once the responses queued before it are out
-        self.error_status = 0  # the status a parser callback stopped llhttp with
-        self.piece = b""  # the bytes llhttp is reading now
-        # the request being parsed (on_message_begin sets the rest)
-        self.url, self.messages, self.line_bytes, self.trailer_size = b"", 0, 0, 0
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.hosts: list[bytes] = []
+        self.cycle: RequestResponseCycle | None = None  # the last request whose head ended
+        # reading_stopped: after Connection: close, an upgrade, EOF or an error; queued_error:
+        # to answer once the responses before it are out; error_status: a callback's refusal
+        self.driving = self.reading_stopped = False
+        self.queued_error = self.error_status = self.line_bytes = self.trailer_size = 0
+        self.piece = self.good_host = b""  # the bytes being parsed; the last valid Host
+        self.headers: list[tuple[bytes, bytes]] = []  # the request being parsed: see
+        self.hosts: list[bytes] = []  # on_message_begin
         self.te: bytes | None = None
         self.content_length: bytes | None = None
+        self.messages = 0
         self.on_message_begin()
         self.phase, self.messages = IDLE, 0
-        self.cycle: RequestResponseCycle | None = None  # the last request whose head ended
-        self.good_host = b""  # the last Host value found valid on this connection
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
@@ -150,17 +147,13 @@ class HttpToolsProtocol(HTTPProtocol):
     def on_timeout(self, kind: str) -> None:
         """``idle``: close when nothing is in flight; a slow ``head`` or ``body``: 408 (RFC
         9110 §15.5.9), or a close when the response already began."""
-        phase = self.phase
         if kind == "idle":
-            if self.running is None and not self.pipeline and phase == IDLE:
+            if self.running is None and not self.pipeline and self.phase == IDLE:
                 super().on_timeout(kind)
-        elif kind == "head" and phase == HEAD:
+        elif kind == "body" and self.phase == BODY and self.flow.read_paused:
+            self.deadline.set("body", self.config.timeout_body)  # we paused, not the client
+        elif self.phase == (HEAD if kind == "head" else BODY):
             self.refuse(408)
-        elif kind == "body" and phase == BODY:
-            if self.flow.read_paused:  # we stopped reading, the client did not stall
-                self.deadline.set("body", self.config.timeout_body)
-            else:
-                self.refuse(408)
 
     def send_error(self, status: int) -> None:
         """Answer ``status`` with Connection: close, then close (RFC 9112 §9.6); only close
@@ -170,18 +163,15 @@ class HttpToolsProtocol(HTTPProtocol):
         cycle, self.running = self.running, None
         if self.transport.is_closing():
             return
-        head = False
         if cycle is not None:
             cycle.disconnected = True  # its app, if still running, sees http.disconnect
             cycle.wake()
-            if cycle.framer.head_sent:
-                self.transport.close()
-                return
-            head = cycle.framer.head_request
-            if self.access_log:
+            if self.access_log and not cycle.framer.head_sent:
                 log_access(self.client, cycle.scope, status)
-        self.transport.write(http1.error_response(status, self.state.default_headers_bytes,
-                                                  head=head))
+        if cycle is None or not cycle.framer.head_sent:
+            head = cycle is not None and cycle.framer.head_request
+            self.transport.write(http1.error_response(status, self.state.default_headers_bytes,
+                                                      head=head))
         self.transport.close()
 
     # Parser callbacks, in wire order
@@ -342,12 +332,10 @@ class HttpToolsProtocol(HTTPProtocol):
             self.drive()
 
     def watch(self, data: bytes, phase: int, messages: int) -> None:
-        """After a slice that left a request unfinished: start its deadline, and bound what
-        llhttp reads without a callback. A head (partial fields stay inside httptools):
-        ``head_seen`` adds up the slices that were head from their first byte (past the limit,
-        431), ``head_bound`` every slice that held some of it (see on_headers_complete). A
-        chunked body: the chunk-size line or trailer field left open after the slice's last LF
-        may not outgrow ``framing`` bytes (RFC 9112 §7.1: llhttp reads extensions unbounded)."""
+        """After a slice that left a request unfinished: start its deadline; bound what llhttp
+        reads silently. A head: ``head_seen`` adds up the slices that were all head (431 past
+        the limit), ``head_bound`` all that held some. A chunked body: the chunk-size line or
+        trailer field open after the slice's last LF may not outgrow ``framing`` (RFC 9112 §7.1)."""
         size = len(data)
         if self.phase == HEAD:
             self.head_bound += size  # this slice held some of the head, maybe all of it
