@@ -68,9 +68,8 @@ class HttpToolsProtocol(HTTPProtocol):
     __slots__ = (
         "parser", "access_log", "max_headers", "max_header_size", "max_body", "pipeline",
         "running", "driving", "reading_stopped", "queued_error", "error_status", "phase",
-        "messages", "piece", "trailer_size", "url", "headers", "head_seen", "head_bound",
-        "body_size", "framing", "line_bytes", "hosts", "te", "content_length", "expect",
-        "cycle", "good_host",
+        "messages", "piece", "trailer_size", "url", "headers", "head_seen", "body_size",
+        "framing", "line_bytes", "hosts", "te", "content_length", "expect", "cycle", "good_host",
     )
 
     def __init__(self, state: ServerState) -> None:
@@ -178,12 +177,9 @@ class HttpToolsProtocol(HTTPProtocol):
 
     # --8<-- [start:head_callbacks]
     def on_message_begin(self) -> None:
-        self.phase = HEAD
+        self.phase, self.url, self.headers, self.hosts = HEAD, b"", [], []
         self.messages += 1
-        self.url = b""
-        self.headers = []
-        self.hosts = []
-        self.head_seen = self.head_bound = self.body_size = self.framing = 0
+        self.head_seen = self.body_size = self.framing = 0
         self.te = self.content_length = None
         self.expect = False
 
@@ -218,9 +214,9 @@ class HttpToolsProtocol(HTTPProtocol):
 
     def on_headers_complete(self) -> None:
         # RFC 6585 §5: a header block over the limit gets 431; add up its fields only when
-        # the slices that held it (head_bound, this one) could hold that much.
+        # the slices that held it (head_seen, the one it began in, this one) could be so big.
         max_size = self.max_header_size
-        if self.head_bound + len(self.piece) > max_size and sum(
+        if self.head_seen + MAX_CHUNK_LINE + len(self.piece) > max_size and sum(
                 len(name) + len(value) + 4 for name, value in self.headers) > max_size:
             self.stop_parsing(431)
         parser = self.parser
@@ -265,9 +261,8 @@ class HttpToolsProtocol(HTTPProtocol):
             self.body_size += len(body)
             if self.body_size > self.max_body:
                 self.stop_parsing(413)
-        cycle.body.append(body)
-        cycle.body_len += len(body)
-        if cycle.body_len > HIGH_WATER_LIMIT:
+        cycle.body += body  # b"" + body is body itself; the rest is bounded by the pause
+        if len(cycle.body) > HIGH_WATER_LIMIT:
             self.flow.pause_reading()
         if cycle.waiter is not None:
             cycle.wake()
@@ -334,11 +329,10 @@ class HttpToolsProtocol(HTTPProtocol):
     def watch(self, data: bytes, phase: int, messages: int) -> None:
         """After a slice that left a request unfinished: start its deadline; bound what llhttp
         reads silently. A head: ``head_seen`` adds up the slices that were all head (431 past
-        the limit), ``head_bound`` all that held some. A chunked body: the chunk-size line or
-        trailer field open after the slice's last LF may not outgrow ``framing`` (RFC 9112 §7.1)."""
+        the limit). A chunked body: the chunk-size line or trailer field open after the slice's
+        last LF may not outgrow ``framing`` (RFC 9112 §7.1)."""
         size = len(data)
         if self.phase == HEAD:
-            self.head_bound += size  # this slice held some of the head, maybe all of it
             if phase != BODY and self.messages == messages + (phase == IDLE):  # all head
                 self.head_seen += size
                 if self.head_seen > self.max_header_size:
@@ -360,16 +354,13 @@ class HttpToolsProtocol(HTTPProtocol):
     def drive(self) -> None:
         """Run queued cycles in order; when none is left, answer a queued error or go idle."""
         self.driving = True
-        try:
-            while self.running is None and self.pipeline:
-                cycle = self.running = self.pipeline.popleft()
-                if self.config.limit_concurrency is not None and at_concurrency_limit(
-                        self.state):
-                    self.send_error(503)  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
-                    return
-                cycle.start_task(self.app)
-        finally:
-            self.driving = False
+        while self.running is None and self.pipeline:
+            cycle = self.running = self.pipeline.popleft()
+            if self.config.limit_concurrency is not None and at_concurrency_limit(self.state):
+                self.driving = False
+                return self.send_error(503)  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
+            cycle.start_task(self.app)
+        self.driving = False
         if self.running is not None:
             if self.pipeline:
                 self.flow.pause_reading()  # RFC 9112 §9.3.2: answer in order, read no further
@@ -392,8 +383,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     """One request and its response: the ``receive`` and ``send`` of one app call."""
 
     protocol: HttpToolsProtocol
-    __slots__ = ("transport", "framer", "expect_100", "body", "body_len", "more_body",
-                 "body_done", "waiter")
+    __slots__ = ("transport", "framer", "expect_100", "body", "more_body", "body_done",
+                 "waiter")
 
     def __init__(self, protocol: HttpToolsProtocol, scope: Scope, framer: ResponseFramer,
                  expect_100: bool) -> None:
@@ -401,8 +392,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         self.transport = protocol.transport
         self.framer = framer  # frames the response; its keep_alive: the connection goes on
         self.expect_100 = expect_100
-        self.body: list[bytes] = []  # received, not yet handed to the app
-        self.body_len = 0  # bytes in self.body
+        self.body = b""  # received, not yet handed to the app
         self.more_body = True  # more request body is still to come from the client
         self.body_done = False  # the last http.request message was handed to the app
         self.waiter: asyncio.Future[None] | None = None  # receive() waiting for body
@@ -427,9 +417,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.waiter = None
         if self.disconnected or self.response_complete:
             return {"type": "http.disconnect"}
-        body = b"".join(self.body)
-        self.body.clear()
-        self.body_len = 0
+        body, self.body = self.body, b""
         if not self.more_body:
             self.body_done = True
         elif self.protocol.flow.read_paused and not self.protocol.pipeline:
@@ -470,12 +458,12 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     # --8<-- [end:send]
 
     def complete(self) -> None:
-        """The response is out: close if it was the last one, then let the next one run."""
+        """The response is out: close if it was the last one (or the app left some body
+        unread: the stream is unframed), then let the next one run."""
         self.response_complete = True
         if self.waiter is not None:
             self.wake()
         protocol = self.protocol
-        # A body the app did not read to its end leaves the stream unframed: close.
         if not self.framer.keep_alive or self.more_body:
             protocol.reading_stopped = True
             protocol.pipeline.clear()
@@ -502,5 +490,5 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
 
 
 def run(app: ASGIApp, config: Config) -> None:
-    """Block serving ``app`` with ``config`` on the configured event loop until stopped."""
+    """Block serving ``app`` on the configured event loop (``toyserve --server toy-httptools``)."""
     run_server(serve, app, config)
