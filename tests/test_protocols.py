@@ -951,7 +951,7 @@ def test_pipelined_head_over_the_limit_gets_431(connect: Connect) -> None:
     fields = b"".join(b"F%d: %s\r\n" % (i, b"v" * 1000) for i in range(40))
     h = connect(echo_app)
     out = h.feed(GET + b"GET /b HTTP/1.1\r\nHost: t\r\n" + fields)
-    if not h.closed:  # toy-httptools finds it over the limit only once the head is complete
+    if not h.closed:  # a server may find it over the limit only once the head is complete
         out += h.feed(b"\r\n")
     assert statuses(out) == [200, 431] and h.closed
 

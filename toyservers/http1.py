@@ -6,7 +6,8 @@ RFCs say about those bytes is written here once, so the three servers cannot dis
 - the grammar pieces (``TCHAR``, ``is_token``, ``bad_field_value``, the chunk-size line, the Host
   value, the HTTP-version) and the status lines;
 - the request checks a parser may leave to its caller: ``transfer_coding_status`` (RFC 9112
-  §6.1, §6.3), ``host_status`` (§3.2), ``split_target`` (§3.2, the four request-target forms);
+  §6.1, §6.3), ``host_status`` (§3.2), both with the version and body limit in ``head_status``,
+  ``split_target`` (§3.2, the four request-target forms);
 - ``error_response``: the whole response a server sends when it refuses a request, then closes;
 - ``ResponseFramer``: for servers that frame responses by hand (toy-raw, toy-httptools), the
   status line, the checked fields and the body framing (Content-Length, chunked, or
@@ -120,6 +121,30 @@ def host_status(hosts: list[bytes], http_version: str) -> int:
     if hosts and HOST_VALUE.fullmatch(hosts[0]) is None:
         return 400
     return 0
+
+
+def head_status(version: str, hosts: list[bytes], te: bytes | None,
+                content_length: bytes | None, max_body: int | None) -> tuple[int, str]:
+    """Check a request head a parser let through: ``(status, version)``.
+
+    ``status`` is 0 when the request may go to the app, else the status to refuse it with;
+    ``version`` is the one it is served as ("1.0" or "1.1"). The arguments: the version as
+    parsed ("major.minor"), the Host field values, the Transfer-Encoding lines joined with
+    ``,`` (RFC 9110 §5.3), the Content-Length value (1*DIGIT) and the server's body limit.
+    """
+    if version == "0.9":
+        return 400, version  # RFC 9112 §3: the version is required; there is no HTTP/0.9
+    if version[0] != "1":
+        return 505, version  # RFC 9110 §15.6.6: another major version
+    if version != "1.0":
+        version = "1.1"  # RFC 9110 §6.2: a higher 1.x minor is served as 1.1
+    status = host_status(hosts, version)
+    if not status and te is not None:
+        status = transfer_coding_status(te, version, content_length is not None)
+    if not status and max_body is not None and content_length is not None:
+        if int(content_length) > max_body:
+            status = 413  # RFC 9110 §15.5.14: refused before the body is read
+    return status, version
 
 
 class BadTarget(ValueError):

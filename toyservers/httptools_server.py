@@ -1,23 +1,20 @@
 """toy-httptools: an HTTP/1.1 ASGI server on asyncio, parsed by llhttp through httptools.
 
-I/O model: one ``asyncio.Protocol`` per connection feeds each chunk it receives to an
-``httptools.HttpRequestParser``, which calls back as it meets the request line, each header
-field, the end of the head, pieces of body and the end of the message. The server checks what
-llhttp lets through with the shared HTTP/1.1 rules (``toyservers.http1``) and frames the
-response itself with ``ResponseFramer``. Each request gets a ``RequestResponseCycle`` whose
-``run_asgi`` calls the app; requests pipelined on one connection queue up and are answered in
-order, and reading pauses while one waits behind a response in flight.
+I/O model: one ``asyncio.Protocol`` per connection feeds what it receives to an
+``httptools.HttpRequestParser``, which calls back for the request line, each field, the end
+of the head, pieces of body and the end of the message. The server checks what llhttp lets
+through with the shared HTTP/1.1 rules (``toyservers.http1``) and frames the response with
+``ResponseFramer``. Each request gets a ``RequestResponseCycle`` whose ``run_asgi`` runs the
+app in its own Task (as uvicorn: ``asyncio.current_task()`` works in the app); pipelined
+requests queue up and are answered in order, and reading pauses while they wait.
 
-Built to be fast: the app starts once the chunk holding its head is parsed, so a small body
-is there when it calls ``receive()``; the response head leaves with the first body in one
-``transport.write``; one ``Deadline`` timer per connection; ``__slots__`` everywhere. Each
-request still runs in its own ``asyncio.Task``, as in uvicorn: stepping the app inline would
-leave ``asyncio.current_task()`` empty, and break ``asyncio.timeout()`` and anyio there.
+Built to be fast: the app starts once the read holding its head is parsed, so a small body is
+there when it calls ``receive()``; the response head leaves with the first body in one
+``transport.write``; one ``Deadline`` timer per connection; ``__slots__`` everywhere.
 
 Deliberately left out: protocol upgrades (an ``Upgrade`` request is answered as plain HTTP,
-without its body, and the connection then closes; ``CONNECT`` gets 501: this is no proxy),
-transfer codings other than chunked (501), request trailers (read and dropped), and what
-uvicorn adds for production (proxy headers, WebSockets, reload, ...).
+without its body, then the connection closes; ``CONNECT`` gets 501), transfer codings other
+than chunked (501), request trailers (read and dropped), and uvicorn's production extras.
 
 Spec: RFC 9112 §2-§7 (message syntax, request line and target forms, fields, message body
 length, chunked coding) and §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §8.6
@@ -37,24 +34,13 @@ from collections.abc import Callable
 
 import httptools
 
-from toyservers import asgi
+from toyservers import asgi, http1
 from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT
-from toyservers.http1 import (
-    CONTINUE_100,
-    MAX_CHUNK_LINE,
-    BadTarget,
-    ResponseError,
-    ResponseFramer,
-    error_response,
-    host_status,
-    is_token,
-    split_target,
-    transfer_coding_status,
-)
+from toyservers.http1 import MAX_CHUNK_LINE, BadTarget, ResponseFramer, split_target
 
 # ---------------------------------------------------------------------------------- constants
 
@@ -63,6 +49,7 @@ IDLE, HEAD, BODY = 0, 1, 2  # where the parser is in the current request
 FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})
 # llhttp's reason for "PRI * HTTP/2.0", the HTTP/2 preface, sent to an HTTP/1 parser.
 H2_PREFACE = "Pause on PRI/Upgrade"
+CHUNK_LINE_LIMIT = MAX_CHUNK_LINE + 2  # with its CRLF
 
 # ------------------------------------------------------------------------------- wire helpers
 
@@ -77,68 +64,63 @@ class _StopParsing(Exception):
 class HttpToolsProtocol(HTTPProtocol):
     """One connection: llhttp callbacks in, RequestResponseCycles answered in order out."""
 
-    # Slots: CPython 3.11 keeps its fast attribute paths only for instances with at most 30
-    # attributes in their __dict__; this class has more, and slots keep every access fast.
+    # CPython 3.11 keeps its fast attribute paths only up to 30 attributes: slots keep them.
     __slots__ = (
         "parser", "access_log", "max_headers", "max_header_size", "max_body", "pipeline",
         "running", "driving", "reading_stopped", "queued_error", "error_status", "phase",
-        "messages", "chunk_size", "trailer_size", "url", "headers", "head_seen", "head_bound",
-        "body_size", "body_received", "chunk_lines", "line_bytes", "known_framing", "chunked",
-        "hosts", "te",
-        "content_length", "expect", "cycle", "good_host",
+        "messages", "piece", "trailer_size", "url", "headers", "head_seen", "body_size",
+        "framing", "line_bytes", "hosts", "te", "content_length", "expect", "cycle", "good_host",
     )
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
         config: Config = state.config
         self.parser = httptools.HttpRequestParser(self)
-        # llhttp refuses any version but 0.9/1.0/1.1/2.0 with one generic error; letting every
-        # DIGIT.DIGIT through lets on_headers_complete tell 505 from 400 and serve 1.2 as 1.1.
+        # Any DIGIT.DIGIT through: on_headers_complete tells 505 from 400, serves 1.2 as 1.1.
         self.parser.set_dangerous_leniencies(lenient_version=True)
         self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
         self.max_headers, self.max_header_size = config.max_headers, config.max_header_size
         self.max_body = config.max_body_size
         self.pipeline: deque[RequestResponseCycle] = deque()  # parsed, waiting their turn
         self.running: RequestResponseCycle | None = None  # the one whose response goes out
-        self.driving = self.expect = False
-        self.reading_stopped = False  # after Connection: close, an upgrade, EOF or an error
-        self.queued_error = 0  # status to answer once the responses queued before it are out
-        self.error_status = 0  # the status a parser callback stopped llhttp with
-        self.body_received = self.chunk_lines = self.line_bytes = self.known_framing = 0
-        # the request being parsed
-        self.phase, self.messages, self.url = IDLE, 0, b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.hosts: list[bytes] = []
-        self.chunk_size = self.head_seen = self.head_bound = self.body_size = 0
-        self.trailer_size = 0
+        self.cycle: RequestResponseCycle | None = None  # the last request whose head ended
+        # reading_stopped: after Connection: close, an upgrade, EOF or an error; queued_error:
+        # to answer once the responses before it are out; error_status: a callback's refusal
+        self.driving = self.reading_stopped = False
+        self.queued_error = self.error_status = self.line_bytes = self.trailer_size = 0
+        self.piece = self.good_host = b""  # the bytes being parsed; the last valid Host
+        self.headers: list[tuple[bytes, bytes]] = []  # the request being parsed: see
+        self.hosts: list[bytes] = []  # on_message_begin
         self.te: bytes | None = None
         self.content_length: bytes | None = None
-        self.cycle: RequestResponseCycle | None = None
-        self.chunked: RequestResponseCycle | None = None  # the last chunked request
-        self.good_host = b""  # the last Host value found valid on this connection
+        self.messages = 0
+        self.on_message_begin()
+        self.phase, self.messages = IDLE, 0
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
         if self.reading_stopped:
             return  # RFC 9112 §9.6: nothing after the last request (or a bad one) is read
-        phase, messages, body = self.phase, self.messages, self.body_received
-        self.chunk_size = len(data)
+        if len(data) > MAX_CHUNK_LINE:  # in slices no longer than a chunk-size line (watch)
+            for at in range(0, len(data), MAX_CHUNK_LINE):
+                self.data_received(data[at:at + MAX_CHUNK_LINE])
+            return
+        phase, messages = self.phase, self.messages
+        self.piece = data
         try:
-            self.parser.feed_data(data)
+            self.parser.feed_data(data)  # the callbacks below run inside feed_data
         except httptools.HttpParserUpgrade:
             pass  # the upgrade request was parsed; what follows is another protocol: dropped
         except httptools.HttpParserError as exc:
             if not self.reading_stopped:  # else llhttp refused bytes after Connection: close
                 self.refuse(self.status_for(exc, data, phase, messages))
-        if self.chunk_lines or (self.te is not None and self.phase == BODY):
-            self.limit_chunk_lines(len(data), phase, messages, body)
+        if self.phase != IDLE and not self.reading_stopped:
+            self.watch(data, phase, messages)
         if self.pipeline:
             if self.running is None:
                 self.drive()
             else:  # RFC 9112 §9.3.2: answered in order; read no more while they wait
                 self.flow.pause_reading()
-        if self.phase != IDLE and not self.reading_stopped:
-            self.watch(len(data), phase, messages)
     # --8<-- [end:data_received]
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -150,72 +132,58 @@ class HttpToolsProtocol(HTTPProtocol):
             self.running.wake()
 
     def shutdown(self) -> None:
-        """Graceful shutdown: close now if idle; else finish the request in flight (reading
-        the rest of its body), answer it with Connection: close, and read no other request."""
+        """Close now if idle; else finish the request in flight (and its body) with
+        Connection: close, reading no other request."""
         self.pipeline.clear()  # their apps never ran
         running = self.running
         if running is None:
-            self.transport.close()
-            return
+            return self.transport.close()
         running.framer.keep_alive = False
         if not (running is self.cycle and self.phase == BODY):
             self.reading_stopped = True
 
     def on_timeout(self, kind: str) -> None:
-        """``idle``: close when nothing is in flight. ``head``: the head did not arrive within
-        ``timeout_headers`` of its first byte; ``body``: no body byte for ``timeout_body``:
-        408 (RFC 9110 §15.5.9), or a close when the response already began."""
-        phase = self.phase
+        """``idle``: close when nothing is in flight; a slow ``head`` or ``body``: 408 (RFC
+        9110 §15.5.9), or a close when the response already began."""
         if kind == "idle":
-            if self.running is None and not self.pipeline and phase == IDLE:
+            if self.running is None and not self.pipeline and self.phase == IDLE:
                 super().on_timeout(kind)
-        elif kind == "head" and phase == HEAD:
+        elif kind == "body" and self.phase == BODY and self.flow.read_paused:
+            self.deadline.set("body", self.config.timeout_body)  # we paused, not the client
+        elif self.phase == (HEAD if kind == "head" else BODY):
             self.refuse(408)
-        elif kind == "body" and phase == BODY:
-            if self.flow.read_paused:  # we stopped reading, the client did not stall
-                self.deadline.set("body", self.config.timeout_body)
-            else:
-                self.refuse(408)
 
     def send_error(self, status: int) -> None:
         """Answer ``status`` with Connection: close, then close (RFC 9112 §9.6); only close
-        when part of the running response is on the wire (no valid answer is left, §6.3)."""
+        when part of the running response is on the wire."""
         self.reading_stopped = True
         self.pipeline.clear()
         cycle, self.running = self.running, None
         if self.transport.is_closing():
             return
-        head = False
         if cycle is not None:
             cycle.disconnected = True  # its app, if still running, sees http.disconnect
             cycle.wake()
-            if cycle.framer.head_sent:
-                self.transport.close()
-                return
-            head = cycle.framer.head_request
-            if self.access_log:
+            if self.access_log and not cycle.framer.head_sent:
                 log_access(self.client, cycle.scope, status)
-        self.transport.write(error_response(status, self.state.default_headers_bytes,
-                                            head=head))
+        if cycle is None or not cycle.framer.head_sent:
+            head = cycle is not None and cycle.framer.head_request
+            self.transport.write(http1.error_response(status, self.state.default_headers_bytes,
+                                                      head=head))
         self.transport.close()
 
     # Parser callbacks, in wire order
 
     # --8<-- [start:head_callbacks]
     def on_message_begin(self) -> None:
-        self.phase = HEAD
+        self.phase, self.url, self.headers, self.hosts = HEAD, b"", [], []
         self.messages += 1
-        self.url = b""
-        self.headers = []
-        self.hosts = []
-        self.head_seen = self.head_bound = self.body_size = 0
+        self.head_seen = self.body_size = self.framing = 0
         self.te = self.content_length = None
         self.expect = False
 
     def on_url(self, url: bytes) -> None:
-        self.url += url
-        # RFC 9112 §3: a request-target longer than the server will parse gets 414. The
-        # method, two spaces and "HTTP/1.1" count towards the request line too.
+        self.url += url  # RFC 9112 §3: a request line too long to parse gets 414
         limit = self.config.max_request_line - 10
         if len(self.url) > limit and len(self.url) + len(self.parser.get_method()) > limit:
             self.stop_parsing(414)
@@ -230,8 +198,6 @@ class HttpToolsProtocol(HTTPProtocol):
             self.stop_parsing(431)  # RFC 6585 §5 (the size of the head: on_headers_complete)
         if self.phase == BODY:  # a trailer field (RFC 9112 §7.1.2): its section is limited too
             self.trailer_size += len(name) + len(value) + 4
-            self.known_framing += len(name) + len(value) + 4
-            self.line_bytes = 0
             if self.trailer_size > self.max_header_size:
                 self.stop_parsing(431)
         if name in FRAMING:
@@ -246,48 +212,36 @@ class HttpToolsProtocol(HTTPProtocol):
     # --8<-- [end:head_callbacks]
 
     def on_headers_complete(self) -> None:
-        # RFC 6585 §5: a header block over the limit gets 431. This head came in the chunks
-        # counted in head_bound and the current one, so add up its fields only when those
-        # could hold that much (watch() refuses a head still unfinished past the limit).
+        # RFC 6585 §5: a header block over the limit gets 431; add up its fields only when
+        # the slices that held it (head_seen, the one it began in, this one) could be so big.
         max_size = self.max_header_size
-        if self.head_bound + self.chunk_size > max_size and sum(
+        if self.head_seen + MAX_CHUNK_LINE + len(self.piece) > max_size and sum(
                 len(name) + len(value) + 4 for name, value in self.headers) > max_size:
             self.stop_parsing(431)
         parser = self.parser
-        version = parser.get_http_version()
-        if version != "1.1":
-            if version == "0.9":
-                self.stop_parsing(400)  # RFC 9112 §3: the version is required; no HTTP/0.9
-            if version[0] != "1":
-                self.stop_parsing(505)  # RFC 9110 §15.6.6: another major version
-            if version != "1.0":
-                version = "1.1"  # RFC 9110 §6.2: a higher 1.x minor is served as 1.1
-        hosts = self.hosts
-        # A client sends the same Host on every request: checking it once per connection
-        # saves ~4,000 instructions per request (callgrind).
-        if len(hosts) != 1 or hosts[0] != self.good_host:
-            if host_status(hosts, version):
-                self.stop_parsing(400)  # RFC 9112 §3.2: none, several, or an invalid value
-            if hosts:
-                self.good_host = hosts[0]
-        te = self.te
-        if te is not None:
-            status = transfer_coding_status(te, version, self.content_length is not None)
+        version, hosts, te = parser.get_http_version(), self.hosts, self.te
+        # Checking a client's Host once per connection saves ~4,000 instructions a request.
+        if version != "1.1" or te is not None or len(hosts) != 1 or hosts[0] != self.good_host \
+                or (self.max_body is not None and self.content_length is not None):
+            status, version = http1.head_status(version, hosts, te, self.content_length,
+                                                self.max_body)
             if status:
                 self.stop_parsing(status)
-        if self.max_body is not None and self.content_length is not None:
-            if int(self.content_length) > self.max_body:
-                self.stop_parsing(413)  # RFC 9110 §15.5.14: refused before the body is read
+            self.good_host = hosts[0] if hosts else self.good_host
         method = parser.get_method().decode("ascii")
-        keep_alive = parser.should_keep_alive()  # RFC 9112 §9.3, HTTP/1.0 rules included
-        if parser.should_upgrade():
-            if method == "CONNECT":
-                self.stop_parsing(501)  # RFC 9110 §9.3.6: CONNECT is for proxies
-            keep_alive = False  # the Upgrade is ignored (RFC 9110 §7.8); llhttp drops its body
-        try:
-            raw_path, query = split_target(method, self.url)
-        except BadTarget:
-            self.stop_parsing(400)  # RFC 9112 §3.2: none of the four request-target forms
+        if method == "CONNECT":
+            self.stop_parsing(501)  # RFC 9110 §9.3.6: CONNECT is for proxies
+        # RFC 9112 §9.3 (1.0 rules too); an Upgrade is ignored (RFC 9110 §7.8) and llhttp
+        # drops what follows it: then the connection closes
+        keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
+        url = self.url  # origin-form, split_target's first case, inline: 117.0k -> 116.4k
+        if url[:1] == b"/" and b"#" not in url:  # instructions per request (callgrind)
+            raw_path, _, query = url.partition(b"?")
+        else:
+            try:
+                raw_path, query = split_target(method, url)
+            except BadTarget:
+                self.stop_parsing(400)  # RFC 9112 §3.2: none of the four request-target forms
         scope = http_scope(self, method, version, raw_path, query, self.headers)
         # RFC 9110 §10.1.1: 100 (Continue) only when a body is expected, and never to 1.0.
         expect = self.expect and version == "1.1" and (
@@ -295,8 +249,8 @@ class HttpToolsProtocol(HTTPProtocol):
         self.cycle = cycle = RequestResponseCycle(
             self, scope, ResponseFramer(method == "HEAD", version == "1.0", keep_alive), expect)
         self.pipeline.append(cycle)
-        if te is not None:
-            self.chunked = cycle
+        if te is not None:  # a chunk-size line comes first
+            self.framing, self.line_bytes = CHUNK_LINE_LIMIT, 0
         self.phase = BODY
         self.headers = []  # trailers, if any, land here and are dropped
         self.trailer_size = 0
@@ -305,14 +259,13 @@ class HttpToolsProtocol(HTTPProtocol):
     def on_body(self, body: bytes) -> None:
         cycle = self.cycle
         assert cycle is not None
-        self.body_received += len(body)
+        self.framing = 0  # chunk data, not a line
         if self.max_body is not None:
             self.body_size += len(body)
             if self.body_size > self.max_body:
                 self.stop_parsing(413)
-        cycle.body.append(body)
-        cycle.body_len += len(body)
-        if cycle.body_len > HIGH_WATER_LIMIT:
+        cycle.body += body  # b"" + body is body itself; the rest is bounded by the pause
+        if len(cycle.body) > HIGH_WATER_LIMIT:
             self.flow.pause_reading()
         if cycle.waiter is not None:
             cycle.wake()
@@ -329,8 +282,13 @@ class HttpToolsProtocol(HTTPProtocol):
     # --8<-- [end:body_callbacks]
 
     def on_chunk_header(self) -> None:
-        self.chunk_lines += 1  # chunk-size lines ended in this read
-        self.line_bytes = 0
+        # A chunk-size line begun in an earlier slice ends at this slice's first LF.
+        if self.line_bytes and self.line_bytes + self.piece.find(b"\n") >= CHUNK_LINE_LIMIT:
+            self.stop_parsing(400)
+        self.framing, self.line_bytes = self.max_header_size, 0  # trailers, if the last chunk
+
+    def on_chunk_complete(self) -> None:
+        self.framing, self.line_bytes = CHUNK_LINE_LIMIT, 0  # the next chunk-size line
 
     # Bad requests and slow clients
 
@@ -344,19 +302,18 @@ class HttpToolsProtocol(HTTPProtocol):
         if self.error_status:
             return self.error_status
         if isinstance(exc, httptools.HttpParserInvalidMethodError):
-            # RFC 9110 §9.1: an unknown method is 501, a method that is no token is 400. Its
-            # bytes can be read only when this chunk began the request.
+            # RFC 9110 §9.1: an unknown method 501, one that is no token 400 (readable here
+            # only when this slice began the request).
             if phase == IDLE and self.messages == messages + 1:
                 method, space, _ = data.lstrip(b"\r\n").partition(b" ")
-                if space and is_token(method):
+                if space and http1.is_token(method):
                     return 501
             return 400
         return 505 if str(exc) == H2_PREFACE else 400
 
     def refuse(self, status: int) -> None:
-        """Refuse the request being parsed: read nothing after it, and ``send_error(status)``
-        once the responses queued before it are out (RFC 9112 §9.3.2; §6.3: "respond with a
-        400 (Bad Request) status code and then close the connection")."""
+        """Read nothing more, and ``send_error(status)`` once the responses queued before
+        this request are out (RFC 9112 §9.3.2, §6.3)."""
         self.reading_stopped = True
         if self.phase == BODY:  # the bad bytes were the body of self.cycle
             cycle = self.cycle
@@ -372,51 +329,27 @@ class HttpToolsProtocol(HTTPProtocol):
         if self.running is None and not self.driving:
             self.drive()
 
-    def limit_chunk_lines(self, size: int, phase: int, messages: int, body: int) -> None:
-        """RFC 9112 §7.1: a chunk-size line holds at most MAX_CHUNK_LINE bytes. llhttp reads
-        extensions without limit and gives no offsets, so count per read: its bytes that are
-        neither body, nor the heads (their size from the scopes) and trailers it held, may be
-        MAX_CHUNK_LINE + 2 per chunk-size line it ended and one more if the body goes on; a
-        line open across reads may not outgrow MAX_CHUNK_LINE."""
-        lines, trailers, self.chunk_lines, self.known_framing = (
-            self.chunk_lines, self.known_framing, 0, 0)
-        framing = size - (self.body_received - body) - trailers
-        if not lines and framing == size and self.messages == messages:
-            self.line_bytes += size  # no chunk ended, no data, no head: still in one line
-            allowed = MAX_CHUNK_LINE + 2 - self.line_bytes + size
-        else:
-            allowed = (lines + (self.phase == BODY)) * (MAX_CHUNK_LINE + 2) + 4
-            heads = self.messages - messages + (phase == HEAD) - (self.phase == HEAD)
-            for cycle in list(self.pipeline)[-heads:] if heads > 0 else ():
-                scope = cycle.scope  # request line and fields; a head begun earlier counts whole
-                query = scope["query_string"]
-                framing -= len(scope["method"]) + len(scope["raw_path"]) + 14 + (
-                    len(query) + 1 if query else 0) + sum(len(n) + len(v) + 4
-                                                          for n, v in scope["headers"])
-            if self.phase == HEAD:  # a head still coming: its own limits apply (watch)
-                allowed += self.config.max_request_line + self.max_header_size
-        if framing > allowed and not (self.queued_error or self.transport.is_closing()):
-            if self.chunked is not None:  # refuse the chunked request, ended or not
-                self.phase, self.cycle = BODY, self.chunked
-            self.refuse(400)
-
-    def watch(self, size: int, phase: int, messages: int) -> None:
-        """After a chunk that left a request unfinished: start its deadline; count a head
-        that spans chunks (llhttp keeps partial fields to itself until they end): ``head_seen``,
-        the chunks that were head from their first byte (past the limit: 431); ``head_bound``,
-        every chunk that held part of the head, an upper bound for on_headers_complete."""
+    def watch(self, data: bytes, phase: int, messages: int) -> None:
+        """After a slice that left a request unfinished: start its deadline; bound what llhttp
+        reads silently. A head: ``head_seen`` adds up the slices that were all head (431 past
+        the limit). A chunked body: the chunk-size line or trailer field open after the slice's
+        last LF may not outgrow ``framing`` (RFC 9112 §7.1)."""
+        size = len(data)
         if self.phase == HEAD:
-            self.head_bound += size  # this chunk held some of the head, maybe all of it
-            # The whole chunk is head when the head was under way or began in an idle parser.
-            if phase != BODY and self.messages == messages + (phase == IDLE):
+            if phase != BODY and self.messages == messages + (phase == IDLE):  # all head
                 self.head_seen += size
                 if self.head_seen > self.max_header_size:
                     self.refuse(431)
                     return
-            if phase != HEAD or self.messages != messages:  # this head began in this chunk
+            if phase != HEAD or self.messages != messages:  # this head began in this slice
                 self.deadline.set("head", self.config.timeout_headers)
-        else:
-            self.deadline.set("body", self.config.timeout_body)  # inactivity: moved each chunk
+            return
+        self.deadline.set("body", self.config.timeout_body)  # inactivity: moved each slice
+        if self.framing:
+            lf = data.rfind(b"\n")
+            self.line_bytes = (self.line_bytes if lf < 0 else 0) + size - lf - 1
+            if self.line_bytes > self.framing:
+                self.refuse(400)
 
     # Running the queue
 
@@ -424,16 +357,13 @@ class HttpToolsProtocol(HTTPProtocol):
     def drive(self) -> None:
         """Run queued cycles in order; when none is left, answer a queued error or go idle."""
         self.driving = True
-        try:
-            while self.running is None and self.pipeline:
-                cycle = self.running = self.pipeline.popleft()
-                if self.config.limit_concurrency is not None and at_concurrency_limit(
-                        self.state):
-                    self.send_error(503)  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
-                    return
-                cycle.start_task(self.app)
-        finally:
-            self.driving = False
+        while self.running is None and self.pipeline:
+            cycle = self.running = self.pipeline.popleft()
+            if self.config.limit_concurrency is not None and at_concurrency_limit(self.state):
+                self.driving = False
+                return self.send_error(503)  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
+            cycle.start_task(self.app)
+        self.driving = False
         if self.running is not None:
             if self.pipeline:
                 self.flow.pause_reading()  # RFC 9112 §9.3.2: answer in order, read no further
@@ -442,16 +372,11 @@ class HttpToolsProtocol(HTTPProtocol):
         elif self.queued_error:
             self.send_error(self.queued_error)
         elif not self.reading_stopped:
-            self.flow.resume_reading()
+            if self.flow.read_paused:
+                self.flow.resume_reading()
             if self.phase == IDLE:
                 self.deadline.set("idle", self.config.timeout_keep_alive)
     # --8<-- [end:drive]
-
-    def on_response_complete(self, cycle: RequestResponseCycle) -> None:
-        if cycle is self.running:
-            self.running = None
-            if not self.driving:
-                self.drive()
 
 
 # ------------------------------------------------------------------------------ ASGI interface
@@ -461,8 +386,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     """One request and its response: the ``receive`` and ``send`` of one app call."""
 
     protocol: HttpToolsProtocol
-    __slots__ = ("transport", "framer", "expect_100", "body", "body_len", "more_body",
-                 "body_done", "waiter")  # slots: the fastest attribute access in CPython
+    __slots__ = ("transport", "framer", "expect_100", "body", "more_body", "body_done",
+                 "waiter")
 
     def __init__(self, protocol: HttpToolsProtocol, scope: Scope, framer: ResponseFramer,
                  expect_100: bool) -> None:
@@ -470,8 +395,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         self.transport = protocol.transport
         self.framer = framer  # frames the response; its keep_alive: the connection goes on
         self.expect_100 = expect_100
-        self.body: list[bytes] = []  # received, not yet handed to the app
-        self.body_len = 0  # bytes in self.body
+        self.body = b""  # received, not yet handed to the app
         self.more_body = True  # more request body is still to come from the client
         self.body_done = False  # the last http.request message was handed to the app
         self.waiter: asyncio.Future[None] | None = None  # receive() waiting for body
@@ -483,12 +407,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     async def receive(self) -> Message:
         if self.expect_100:
             self.expect_100 = False
-            # RFC 9110 §10.1.1: the client holds the body until it sees 100; send it once the
-            # app asks for the body, unless some body came anyway.
+            # RFC 9110 §10.1.1: 100 once the app asks for a body that has not come yet
             if not self.body and self.more_body and not self.response_started:
-                self.transport.write(CONTINUE_100)
-        # Wait while nothing is buffered and either more body is coming or the last message
-        # was already handed over (then only http.disconnect is left to report).
+                self.transport.write(http1.CONTINUE_100)
+        # Wait for body, or after the last body for http.disconnect
         while not self.body and (self.more_body or self.body_done) and not (
                 self.disconnected or self.response_complete):
             if not self.protocol.pipeline:
@@ -498,9 +420,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.waiter = None
         if self.disconnected or self.response_complete:
             return {"type": "http.disconnect"}
-        body = b"".join(self.body)
-        self.body.clear()
-        self.body_len = 0
+        body, self.body = self.body, b""
         if not self.more_body:
             self.body_done = True
         elif self.protocol.flow.read_paused and not self.protocol.pipeline:
@@ -536,22 +456,25 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.transport.write(data)
         if not more_body:
             if framer.remaining and framer.short:  # skip the property call when all was sent
-                raise ResponseError("response body shorter than its Content-Length")
+                raise http1.ResponseError("response body shorter than its Content-Length")
             self.complete()
     # --8<-- [end:send]
 
     def complete(self) -> None:
-        """The response is out: close if it was the last one, then let the next one run."""
+        """The response is out: close if it was the last one (or the app left some body
+        unread: the stream is unframed), then let the next one run."""
         self.response_complete = True
         if self.waiter is not None:
             self.wake()
         protocol = self.protocol
-        # A body the app did not read to its end leaves the stream unframed: close.
         if not self.framer.keep_alive or self.more_body:
             protocol.reading_stopped = True
             protocol.pipeline.clear()
             self.transport.close()
-        protocol.on_response_complete(self)
+        if protocol.running is self:
+            protocol.running = None
+            if not protocol.driving:
+                protocol.drive()
 
 
 # ------------------------------------------------------------------------------------- serve
@@ -560,10 +483,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
                 ready: Callable[[tuple[str, int]], object] | None = None,
                 shutdown: asyncio.Event | None = None) -> None:
-    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM); see ``serve_protocol``.
-
-    Raises LifespanFailure when the app's startup fails, OSError when binding fails.
-    """
+    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM); the arguments and errors
+    are ``toyservers._server.serve_protocol``'s."""
     await serve_protocol(HttpToolsProtocol, app, config, sock=sock, ready=ready,
                          shutdown=shutdown, name="toy-httptools")
 
@@ -572,5 +493,5 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
 
 
 def run(app: ASGIApp, config: Config) -> None:
-    """Block serving ``app`` with ``config`` on the configured event loop until stopped."""
+    """Block serving ``app`` on the configured event loop (``toyserve --server toy-httptools``)."""
     run_server(serve, app, config)
