@@ -14,7 +14,8 @@ from collections.abc import Callable
 import pytest
 
 from tests.support.echo_app import app as echo_app
-from tests.support.protocol_harness import GET, Harness, body_reader, statuses
+from tests.support.protocol_harness import GET, Harness, body_reader, hello_app, statuses
+from toyservers.flow_control import HIGH_WATER_LIMIT
 from toyservers.h11_server import MAX_EVENTS
 
 Connect = Callable[..., Harness]
@@ -76,3 +77,37 @@ def test_tiny_chunks_are_pulled_in_slices(connect: Connect) -> None:
     h.spin(100)
     assert sum(sizes) == count and len(sizes) >= 3  # the app read between slices
     assert statuses(h.take()) == [200] and not h.reading_paused
+
+
+# --- a request body the app never read (RFC 9112 §9.3) -------------------------------------------
+
+
+def test_unread_body_rest_in_a_later_read_is_dropped_then_the_next_request_served(
+        connect: Connect) -> None:
+    h = connect(hello_app, timeout_keep_alive=5.0)
+    out = h.feed(POST_A + b"Content-Length: 10\r\n\r\nabc")
+    assert statuses(out) == [200] and b"connection" not in out.lower()
+    assert h.feed(b"defghij") == b"" and not h.closed  # dropped: the body has ended
+    assert statuses(h.feed(GET)) == [200]
+    h.advance(5.1)  # idle between requests: the keep-alive deadline, not the body one
+    assert h.closed and h.take() == b""
+
+
+def test_unread_declared_body_over_the_bound_closes_with_connection_close(
+        connect: Connect) -> None:
+    h = connect(hello_app)
+    out = h.feed(POST_A + b"Content-Length: %d\r\n\r\nabc" % (HIGH_WATER_LIMIT + 4))
+    assert statuses(out) == [200] and b"connection: close\r\n" in out.lower() and h.closed
+
+
+def test_unread_chunked_body_is_dropped_up_to_the_bound(connect: Connect) -> None:
+    h = connect(hello_app)
+    out = h.feed(CHUNKED + b"3\r\nabc\r\n")
+    assert statuses(out) == [200] and b"connection" not in out.lower()
+    assert statuses(h.feed(b"2\r\nde\r\n0\r\n\r\n" + GET)) == [200] and not h.closed
+    h = connect(hello_app)
+    h.feed(CHUNKED + b"3\r\nabc\r\n")
+    chunk = b"%x\r\n%s\r\n" % (HIGH_WATER_LIMIT // 2, b"x" * (HIGH_WATER_LIMIT // 2))
+    assert h.feed(chunk + chunk) == b"" and not h.closed  # HIGH_WATER_LIMIT dropped
+    assert h.feed(b"1\r\nx\r\n") == b"" and h.closed  # past it: closing is cheaper
+

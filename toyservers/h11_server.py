@@ -95,7 +95,7 @@ def request_status(event: h11.Request, headers: list[tuple[bytes, bytes]], confi
 class H11Protocol(HTTPProtocol):
     """One HTTP/1.1 connection: feeds h11, starts a ``RequestResponseCycle`` per request."""
 
-    __slots__ = ("conn", "cycle", "pipelined", "body_size", "access_log")
+    __slots__ = ("conn", "cycle", "pipelined", "body_size", "discard_limit", "access_log")
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
@@ -106,6 +106,7 @@ class H11Protocol(HTTPProtocol):
         self.cycle: RequestResponseCycle | None = None
         self.pipelined = False  # h11 holds bytes of the next request (it said PAUSED)
         self.body_size = 0  # request body bytes received, for max_body_size
+        self.discard_limit = 0  # body_size past which an unread body is not worth reading
         self.access_log = config.access_log and logging.getLogger(
             "toyservers.access").isEnabledFor(logging.INFO)
 
@@ -193,7 +194,12 @@ class H11Protocol(HTTPProtocol):
                     return
                 cycle = self.cycle
                 if cycle is None or cycle.response_complete:
-                    continue  # the app answered without reading the body: discard it
+                    # The app answered without reading it all: drop the rest to keep the
+                    # connection (RFC 9112 §9.3), up to a bound; past it, close instead.
+                    if self.body_size > self.discard_limit:
+                        self.transport.close()
+                        return
+                    continue
                 cycle.body.append(data)
                 cycle.body_len += len(data)
                 cycle.wake()
@@ -214,6 +220,8 @@ class H11Protocol(HTTPProtocol):
                     if conn.their_state is h11.MUST_CLOSE:
                         return  # the last request: whatever follows is never read (§9.6)
                 elif conn.our_state is h11.DONE:  # we answered before the body ended
+                    # h11 says PAUSED if the next request came behind the body: serve it now
+                    self.pipelined = conn.next_event() is h11.PAUSED
                     self.start_next_cycle()
                     return
             elif event is h11.NEED_DATA:
@@ -299,7 +307,8 @@ class H11Protocol(HTTPProtocol):
             self.transport.close()
         elif self.conn.their_state is h11.DONE:
             self.start_next_cycle()
-        else:
+        else:  # bounded: a Content-Length remainder over it was refused in response_head
+            self.discard_limit = self.body_size + HIGH_WATER_LIMIT
             self.handle_events()
 
 
@@ -435,12 +444,21 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             at = lines[::4].index(b"content-length") * 4
             del lines[at:at + 4]
         framing = [] if length is None else [(b"content-length", b"%d" % length)]
-        if fields.close or not self.keep_alive:
+        if fields.close or not self.keep_alive or (self.more_body and self.unread_body_too_large()):
             framing.append((b"connection", b"close"))
         parts = self.conn.send_with_data_passthrough(h11.Response(
             status_code=self.status, headers=framing, reason=http1.reason(self.status))) or []
         parts.insert(1, b"".join(lines))
         return parts
+
+    def unread_body_too_large(self) -> bool:
+        """The app answers before the request body ended: RFC 9112 §9.3, the rest must be read
+        (and dropped) to keep the connection. Not if the client waits for a 100 Continue never
+        sent (it may never send the body, RFC 9110 §10.1.1) or over HIGH_WATER_LIMIT is left."""
+        if self.expect_100:
+            return True
+        length = dict(self.scope["headers"]).get(b"content-length")
+        return length is not None and int(length) - self.protocol.body_size > HIGH_WATER_LIMIT
 
 
 # --- serve() and run() -----------------------------------------------------------------------
