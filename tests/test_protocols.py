@@ -502,7 +502,7 @@ def test_no_100_continue_once_the_response_has_begun(connect: Connect, toy_serve
 
 
 @servers_except(dict.fromkeys(
-    ["toy-h11", "toy-httptools"],
+    ["toy-httptools"],
     "no 100 Continue once the app has sent http.response.start, though the head is still held "
     "(nothing on the wire): the client waits for its own expect timeout"))
 def test_100_continue_after_start_while_the_head_is_still_held(connect: Connect) -> None:

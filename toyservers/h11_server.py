@@ -353,10 +353,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         """``http.request`` with the body bytes read so far, or ``http.disconnect``."""
         if self.expect_100:
             self.expect_100 = False
-            # RFC 9110 §10.1.1: send 100 only when the app wants the body and has not answered;
-            # h11 cleared the flag if some body came anyway, and never sets it for HTTP/1.0.
-            if (self.conn.they_are_waiting_for_100_continue and not self.response_started
-                    and not self.disconnected):
+            # RFC 9110 §10.1.1: send 100 once the app wants the body, while no byte of the
+            # response is out (§15.2: 1xx precede the final response; a held head is not out).
+            # h11 clears the flag once our Response is sent or some body came anyway.
+            if self.conn.they_are_waiting_for_100_continue and not self.disconnected:
                 self.transport.write(self.conn.send(h11.InformationalResponse(
                     status_code=100, headers=[], reason=b"Continue")))
         while not self.body and (self.more_body or self.body_done) and not (
