@@ -10,6 +10,7 @@ pulls events in slices.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -111,3 +112,20 @@ def test_unread_chunked_body_is_dropped_up_to_the_bound(connect: Connect) -> Non
     assert h.feed(chunk + chunk) == b"" and not h.closed  # HIGH_WATER_LIMIT dropped
     assert h.feed(b"1\r\nx\r\n") == b"" and h.closed  # past it: closing is cheaper
 
+
+# --- responses the app frames wrong --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [b"", b"hello"])
+def test_head_response_body_is_not_held_to_its_content_length(connect: Connect, body: bytes
+                                                              ) -> None:
+    """RFC 9110 §9.3.2: a HEAD response has no content, whatever its Content-Length says."""
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"3")]})
+        await send({"type": "http.response.body", "body": body})
+
+    h = connect(app)
+    out = h.feed(b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert statuses(out) == [200] and out.endswith(b"\r\n\r\n") and not h.closed
+    assert b"content-length: 3\r\n" in out.lower()

@@ -437,8 +437,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if length is None and not more_body and status != 204 and status != 304 and (
                 body or not self.no_body):
             length = len(body)  # the whole body is here: say its size instead of chunking
-        elif length is not None and len(body) > length:
-            raise http1.ResponseError("response body longer than its Content-Length")
+        elif length is not None and not self.no_body and len(body) != length and (
+                len(body) > length or not more_body):  # refused before h11 writes a byte
+            raise http1.ResponseError(f"response body of {len(body)} bytes, not {length} as "
+                                      "its Content-Length says")
         lines = fields.lines  # name, b": ", value, b"\r\n" for each field
         if fields.content_length is not None:  # h11 writes it, from the framing fields
             at = lines[::4].index(b"content-length") * 4
