@@ -999,8 +999,7 @@ def test_access_log_line_like_uvicorns_from_the_raw_target_at_response_start(
     assert lines == (expected if enabled else [])
 
 
-@servers_except(dict.fromkeys(["toy-raw", "toy-h11"],
-                              "the concurrency limit's 503 is not access-logged"))
+@servers_except({"toy-raw": "the concurrency limit's 503 is not access-logged"})
 def test_access_log_of_a_refused_request(connect: Connect,
                                          caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO", logger="toyservers.access")

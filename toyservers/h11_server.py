@@ -46,8 +46,6 @@ from toyservers.flow_control import HIGH_WATER_LIMIT
 
 # --- constants -------------------------------------------------------------------------------
 
-logger = logging.getLogger("toyservers.error")
-
 END_OF_MESSAGE = h11.EndOfMessage()
 # Events pulled out of h11 in one go before the loop gets a turn: a burst of 1-byte chunks is
 # 300k Data events of ~8 µs each, and no other connection may wait for all of them.
@@ -107,8 +105,7 @@ class H11Protocol(HTTPProtocol):
         self.pipelined = False  # h11 holds bytes of the next request (it said PAUSED)
         self.body_size = 0  # request body bytes received, for max_body_size
         self.discard_limit = 0  # body_size past which an unread body is not worth reading
-        self.access_log = config.access_log and logging.getLogger(
-            "toyservers.access").isEnabledFor(logging.INFO)
+        self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
 
     # Protocol interface
 
@@ -268,14 +265,16 @@ class H11Protocol(HTTPProtocol):
             status = status or 400  # RFC 9112 §3.2: none of the four request-target forms
         if not status and method == "CONNECT":
             status = 501  # deliberately left out
-        if not status and at_concurrency_limit(self.state):
-            logger.warning("exceeded concurrency limit; answering 503")
-            status = 503
         if status:
             self.send_error(status)
             return False
         version = "1.0" if event.http_version == b"1.0" else "1.1"
         scope = http_scope(self, method, version, raw_path, query_string, headers)
+        if at_concurrency_limit(self.state):
+            if self.access_log:  # logged like any response, as uvicorn and toy-httptools do
+                log_access(self.client, scope, 503)
+            self.send_error(503)
+            return False
         self.cycle = cycle = RequestResponseCycle(self, scope)
         cycle.start_task(self.app)
         return True
