@@ -98,9 +98,8 @@ class H11Protocol(HTTPProtocol):
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
         config = self.config  # h11 answers 431 to a head still incomplete past this size
-        self.conn = h11.Connection(
-            h11.SERVER, max_incomplete_event_size=config.max_request_line + config.max_header_size
-        )
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=config.max_request_line
+                                   + config.max_header_size)
         self.cycle: RequestResponseCycle | None = None
         self.pipelined = False  # h11 holds bytes of the next request (it said PAUSED)
         self.body_size = 0  # request body bytes received, for max_body_size
@@ -465,14 +464,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 # --- serve() and run() -----------------------------------------------------------------------
 
 
-async def serve(
-    app: ASGIApp,
-    config: Config,
-    *,
-    sock: socket.socket | None = None,
-    ready: Any = None,
-    shutdown: asyncio.Event | None = None,
-) -> None:
+async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
+                ready: Any = None, shutdown: asyncio.Event | None = None) -> None:
     """Serve ``app`` with h11 until ``shutdown`` is set (or SIGINT/SIGTERM); the arguments
     and errors are ``toyservers._server.serve_protocol``'s."""
     await serve_protocol(H11Protocol, app, config, sock=sock, ready=ready, shutdown=shutdown,
