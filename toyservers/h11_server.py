@@ -39,7 +39,7 @@ import h11
 
 from toyservers import asgi, http1
 from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
-from toyservers._types import ASGIApp, Message, Scope
+from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT
@@ -55,8 +55,7 @@ MAX_EVENTS = 512
 # --- wire helpers ----------------------------------------------------------------------------
 
 
-def request_status(event: h11.Request, headers: list[tuple[bytes, bytes]], config: Config
-                   ) -> int:
+def request_status(event: h11.Request, headers: Headers, config: Config) -> int:
     """0 when the request h11 parsed may go to the app, else the status to refuse it with.
 
     h11 has checked the request line and field syntax, one Host in HTTP/1.1, Content-Length
@@ -190,8 +189,7 @@ class H11Protocol(HTTPProtocol):
                     return
                 cycle = self.cycle
                 if cycle is None or cycle.response_complete:
-                    # The app answered without reading it all: drop the rest to keep the
-                    # connection (RFC 9112 §9.3), up to a bound; past it, close instead.
+                    # Answered already: drop the rest (RFC 9112 §9.3), but close past the bound
                     if self.body_size > self.discard_limit:
                         self.transport.close()
                         return
@@ -437,24 +435,24 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             length = len(body)  # the whole body is here: say its size instead of chunking
         elif length is not None and not self.no_body and len(body) != length and (
                 len(body) > length or not more_body):  # refused before h11 writes a byte
-            raise http1.ResponseError(f"response body of {len(body)} bytes, not {length} as "
-                                      "its Content-Length says")
+            raise http1.ResponseError(f"{len(body)} body bytes for Content-Length {length}")
         lines = fields.lines  # name, b": ", value, b"\r\n" for each field
         if fields.content_length is not None:  # h11 writes it, from the framing fields
             at = lines[::4].index(b"content-length") * 4
             del lines[at:at + 4]
         framing = [] if length is None else [(b"content-length", b"%d" % length)]
-        if fields.close or not self.keep_alive or (self.more_body and self.unread_body_too_large()):
+        if fields.close or not self.keep_alive or (self.more_body and self.unread_body_closes()):
             framing.append((b"connection", b"close"))
         parts = self.conn.send_with_data_passthrough(h11.Response(
             status_code=self.status, headers=framing, reason=http1.reason(self.status))) or []
         parts.insert(1, b"".join(lines))
         return parts
 
-    def unread_body_too_large(self) -> bool:
-        """The app answers before the request body ended: RFC 9112 §9.3, the rest must be read
-        (and dropped) to keep the connection. Not if the client waits for a 100 Continue never
-        sent (it may never send the body, RFC 9110 §10.1.1) or over HIGH_WATER_LIMIT is left."""
+    def unread_body_closes(self) -> bool:
+        """True when this response, sent before the request body ended, must close. RFC 9112
+        §9.3: to keep the connection the rest must be read (and dropped); not when the client
+        waits for a 100 Continue never sent (it may never send the body, RFC 9110 §10.1.1), nor
+        when more than HIGH_WATER_LIMIT is declared still to come."""
         if self.expect_100:
             return True
         length = dict(self.scope["headers"]).get(b"content-length")
