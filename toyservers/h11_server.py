@@ -92,7 +92,7 @@ def request_status(event: h11.Request, headers: Headers, config: Config) -> int:
 class H11Protocol(HTTPProtocol):
     """One HTTP/1.1 connection: feeds h11, starts a ``RequestResponseCycle`` per request."""
 
-    __slots__ = ("conn", "cycle", "pipelined", "body_size", "discard_limit", "access_log")
+    __slots__ = ("conn", "cycle", "pipelined", "body_size", "access_log")
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
@@ -102,7 +102,6 @@ class H11Protocol(HTTPProtocol):
         self.cycle: RequestResponseCycle | None = None
         self.pipelined = False  # h11 holds bytes of the next request (it said PAUSED)
         self.body_size = 0  # request body bytes received, for max_body_size
-        self.discard_limit = 0  # body_size past which an unread body is not worth reading
         self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
 
     # Protocol interface
@@ -189,11 +188,7 @@ class H11Protocol(HTTPProtocol):
                     return
                 cycle = self.cycle
                 if cycle is None or cycle.response_complete:
-                    # Answered already: drop the rest (RFC 9112 §9.3), but close past the bound
-                    if self.body_size > self.discard_limit:
-                        self.transport.close()
-                        return
-                    continue
+                    continue  # answered already: drop the rest (RFC 9112 §9.3; unread_body_closes)
                 cycle.body.append(data)
                 cycle.body_len += len(data)
                 cycle.wake()
@@ -303,8 +298,7 @@ class H11Protocol(HTTPProtocol):
             self.transport.close()
         elif self.conn.their_state is h11.DONE:
             self.start_next_cycle()
-        else:  # bounded: a Content-Length remainder over it was refused in response_head
-            self.discard_limit = self.body_size + HIGH_WATER_LIMIT
+        else:  # at most HIGH_WATER_LIMIT of it: see RequestResponseCycle.unread_body_closes
             self.handle_events()
 
 
@@ -452,11 +446,11 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         """True when this response, sent before the request body ended, must close. RFC 9112
         §9.3: to keep the connection the rest must be read (and dropped); not when the client
         waits for a 100 Continue never sent (it may never send the body, RFC 9110 §10.1.1), nor
-        when more than HIGH_WATER_LIMIT is declared still to come."""
+        when the rest is chunked (of unknown size) or over HIGH_WATER_LIMIT."""
         if self.expect_100:
             return True
         length = dict(self.scope["headers"]).get(b"content-length")
-        return length is not None and int(length) - self.protocol.body_size > HIGH_WATER_LIMIT
+        return length is None or int(length) - self.protocol.body_size > HIGH_WATER_LIMIT
 
 
 # --- serve() and run() -----------------------------------------------------------------------
