@@ -3,8 +3,8 @@
 The behaviour it shares with the other toy servers is tested once for all three in
 test_protocols.py (protocol level, with h11's own decisions there as strict xfails) and
 test_toy_servers_e2e.py (end to end). Here, on the shared protocol harness: what h11 decides
-(every transfer-coding but chunked is 501, its bound on an incomplete event), and how toy-h11
-pulls events in slices.
+(every transfer-coding but chunked is 501, its bound on an incomplete event), what toy-h11
+checks of what h11 parsed (trailers), and how it pulls events in slices.
 """
 
 from __future__ import annotations
@@ -64,6 +64,22 @@ def test_incomplete_heads_over_the_limits(connect: Connect) -> None:
     out = h.feed(b"GET / HTTP/1.1\r\n")
     out += b"".join([h.feed(b"X: " + b"a" * 50 + b"\r\n") for _ in range(5)])
     assert statuses(out) == [431] and h.closed
+
+
+@pytest.mark.parametrize(("trailers", "status"), [
+    (b"X: a\x01b\r\n", 400),  # RFC 9110 §5.5: h11 lets the control byte by
+    (b"".join(b"T%d: 1\r\n" % i for i in range(11)), 431),  # over max_headers lines
+    (b"T: " + b"v" * 200 + b"\r\n", 431),  # over max_header_size bytes
+])
+def test_trailers_are_checked_like_a_head(connect: Connect, trailers: bytes, status: int
+                                          ) -> None:
+    """h11 parses a trailer section and hands it over; our limits and value check apply."""
+    h = connect(echo_app, max_headers=10, max_header_size=100)
+    out = h.feed(CHUNKED + b"5\r\nhello\r\n0\r\n" + trailers + b"\r\n" + GET)
+    assert statuses(out) == [status] and h.closed
+    h = connect(echo_app, max_headers=10, max_header_size=100)
+    out = h.feed(CHUNKED + b"5\r\nhello\r\n0\r\nX-Sum: ok\r\n\r\n" + GET)
+    assert statuses(out) == [200, 200] and not h.closed
 
 
 def test_tiny_chunks_are_pulled_in_slices(connect: Connect) -> None:

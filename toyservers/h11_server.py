@@ -14,8 +14,8 @@ our contract (obs-fold, bare LF, repeated Content-Length, 501 for any Transfer-E
 
 Deliberately left out: WebSocket and other protocol upgrades (served as plain HTTP), CONNECT
 (501), HTTP/1.0 keep-alive (h11 always closes HTTP/1.0 connections, which RFC 9112 §9.3
-allows), request trailers (h11 parses and drops them), ``http.response.trailers``, zero-copy
-file responses, TLS beyond what asyncio's ``ssl=`` gives.
+allows), request trailers (h11 parses them; they are checked, then dropped),
+``http.response.trailers``, zero-copy file responses, TLS beyond what asyncio's ``ssl=`` gives.
 
 Spec: RFC 9112 §2-§3 (message and request line), §5 (field syntax), §6-§7 (body length,
 chunked coding), §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §10.1.1 (Expect),
@@ -55,6 +55,16 @@ MAX_EVENTS = 512
 # --- wire helpers ----------------------------------------------------------------------------
 
 
+def fields_status(fields: Headers, config: Config) -> int:
+    """431 for a field section over ``max_headers`` lines or ``max_header_size`` bytes (RFC
+    6585 §5), 400 for a control byte h11 let by in a value (RFC 9110 §5.5), else 0."""
+    count = len(fields)  # each field line is name ": " value CRLF
+    if count > config.max_headers or sum(map(len, chain.from_iterable(fields))) + 4 * count \
+            > config.max_header_size:
+        return 431
+    return 400 if http1.bad_field_value(b" ".join(map(itemgetter(1), fields))) else 0
+
+
 def request_status(event: h11.Request, headers: Headers, config: Config) -> int:
     """0 when the request h11 parsed may go to the app, else the status to refuse it with.
 
@@ -65,13 +75,8 @@ def request_status(event: h11.Request, headers: Headers, config: Config) -> int:
         return 505  # RFC 9110 §15.6.6: the major version is not supported
     if len(event.method) + len(event.target) + 10 > config.max_request_line:
         return 414  # RFC 9110 §15.5.15
-    count = len(headers)  # each field line is name ": " value CRLF
-    if count > config.max_headers or sum(map(len, chain.from_iterable(headers))) + 4 * count \
-            > config.max_header_size:
-        return 431  # RFC 6585 §5
-    # RFC 9110 §5.5: field values are VCHAR, obs-text, SP and HTAB; h11 lets other controls by
-    if http1.bad_field_value(b" ".join(map(itemgetter(1), headers))):
-        return 400
+    if status := fields_status(headers, config):
+        return status
     fields = dict(headers)  # h11 allows one Host, Content-Length and Transfer-Encoding each
     version = "1.0" if event.http_version == b"1.0" else "1.1"
     length = fields.get(b"content-length")
@@ -201,6 +206,10 @@ class H11Protocol(HTTPProtocol):
                 if not self.on_request(event):  # type: ignore[arg-type]
                     return
             elif kind is h11.EndOfMessage:
+                trailers = event.headers  # type: ignore[union-attr]
+                if trailers and (status := fields_status(trailers.raw_items(), self.config)):
+                    self.send_error(status)  # RFC 9112 §7.1.2: a trailer section, as a head
+                    return
                 self.deadline.clear()
                 cycle = self.cycle
                 if cycle is not None and not cycle.response_complete:
