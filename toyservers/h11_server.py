@@ -352,9 +352,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         """``http.request`` with the body bytes read so far, or ``http.disconnect``."""
         if self.expect_100:
             self.expect_100 = False
-            # RFC 9110 §10.1.1: send 100 once the app wants the body, while no byte of the
-            # response is out (§15.2: 1xx precede the final response; a held head is not out).
-            # h11 clears the flag once our Response is sent or some body came anyway.
+            # RFC 9110 §10.1.1 and §15.2: 100 once the app wants the body, while no byte of the
+            # response is out (h11 clears the flag once our Response is sent, or body came).
             if self.conn.they_are_waiting_for_100_continue and not self.disconnected:
                 self.transport.write(self.conn.send(h11.InformationalResponse(
                     status_code=100, headers=[], reason=b"Continue")))
@@ -452,10 +451,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         return parts
 
     def unread_body_closes(self) -> bool:
-        """True when this response, sent before the request body ended, must close. RFC 9112
-        §9.3: to keep the connection the rest must be read (and dropped); not when the client
-        waits for a 100 Continue never sent (it may never send the body, RFC 9110 §10.1.1), nor
-        when the rest is chunked (of unknown size) or over HIGH_WATER_LIMIT."""
+        """Must this response, sent before the request body ended, close? RFC 9112 §9.3: else
+        the rest is read and dropped. Yes if the client awaits a 100 Continue never sent (RFC
+        9110 §10.1.1), or the rest is chunked (of unknown size) or over HIGH_WATER_LIMIT."""
         if self.expect_100:
             return True
         length = dict(self.scope["headers"]).get(b"content-length")
