@@ -3,18 +3,20 @@
 The behaviour it shares with the other toy servers is tested once for all three in
 test_protocols.py (protocol level, with h11's own decisions there as strict xfails) and
 test_toy_servers_e2e.py (end to end). Here, on the shared protocol harness: what h11 decides
-(every transfer-coding but chunked is 501, its bound on an incomplete event), and how toy-h11
-pulls events in slices.
+(every transfer-coding but chunked is 501, its bound on an incomplete event), what toy-h11
+checks of what h11 parsed (trailers), and how it pulls events in slices.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from tests.support.echo_app import app as echo_app
-from tests.support.protocol_harness import GET, Harness, body_reader, statuses
+from tests.support.protocol_harness import GET, Harness, body_reader, hello_app, statuses
+from toyservers.flow_control import HIGH_WATER_LIMIT
 from toyservers.h11_server import MAX_EVENTS
 
 Connect = Callable[..., Harness]
@@ -64,6 +66,22 @@ def test_incomplete_heads_over_the_limits(connect: Connect) -> None:
     assert statuses(out) == [431] and h.closed
 
 
+@pytest.mark.parametrize(("trailers", "status"), [
+    (b"X: a\x01b\r\n", 400),  # RFC 9110 §5.5: h11 lets the control byte by
+    (b"".join(b"T%d: 1\r\n" % i for i in range(11)), 431),  # over max_headers lines
+    (b"T: " + b"v" * 200 + b"\r\n", 431),  # over max_header_size bytes
+])
+def test_trailers_are_checked_like_a_head(connect: Connect, trailers: bytes, status: int
+                                          ) -> None:
+    """h11 parses a trailer section and hands it over; our limits and value check apply."""
+    h = connect(echo_app, max_headers=10, max_header_size=100)
+    out = h.feed(CHUNKED + b"5\r\nhello\r\n0\r\n" + trailers + b"\r\n" + GET)
+    assert statuses(out) == [status] and h.closed
+    h = connect(echo_app, max_headers=10, max_header_size=100)
+    out = h.feed(CHUNKED + b"5\r\nhello\r\n0\r\nX-Sum: ok\r\n\r\n" + GET)
+    assert statuses(out) == [200, 200] and not h.closed
+
+
 def test_tiny_chunks_are_pulled_in_slices(connect: Connect) -> None:
     """A burst of 1-byte chunks is pulled MAX_EVENTS events at a time, so the loop gets a
     turn in between (reading pauses meanwhile), and the app still gets the whole body."""
@@ -76,3 +94,52 @@ def test_tiny_chunks_are_pulled_in_slices(connect: Connect) -> None:
     h.spin(100)
     assert sum(sizes) == count and len(sizes) >= 3  # the app read between slices
     assert statuses(h.take()) == [200] and not h.reading_paused
+
+
+# --- a request body the app never read (RFC 9112 §9.3) -------------------------------------------
+
+
+def test_unread_body_rest_in_a_later_read_is_dropped_then_the_next_request_served(
+        connect: Connect) -> None:
+    h = connect(hello_app, timeout_keep_alive=5.0)
+    out = h.feed(POST_A + b"Content-Length: 10\r\n\r\nabc")
+    assert statuses(out) == [200] and b"connection" not in out.lower()
+    assert h.feed(b"defghij") == b"" and not h.closed  # dropped: the body has ended
+    assert statuses(h.feed(GET)) == [200]
+    h.advance(5.1)  # idle between requests: the keep-alive deadline, not the body one
+    assert h.closed and h.take() == b""
+
+
+def test_unread_declared_body_over_the_bound_closes_with_connection_close(
+        connect: Connect) -> None:
+    h = connect(hello_app)
+    out = h.feed(POST_A + b"Content-Length: %d\r\n\r\nabc" % (HIGH_WATER_LIMIT + 4))
+    assert statuses(out) == [200] and b"connection: close\r\n" in out.lower() and h.closed
+
+
+def test_unread_chunked_body_closes_with_connection_close(connect: Connect) -> None:
+    """Its rest has no known size: it is not read, the response says Connection: close."""
+    h = connect(hello_app)
+    out = h.feed(CHUNKED + b"3\r\nabc\r\n")
+    assert statuses(out) == [200] and b"connection: close\r\n" in out.lower() and h.closed
+    h = connect(echo_app)  # an app that reads the whole chunked body keeps the connection
+    out = h.feed(CHUNKED + b"3\r\nabc\r\n0\r\n\r\n" + GET)
+    assert statuses(out) == [200, 200] and not h.closed
+
+
+# --- responses the app frames wrong --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [b"", b"hello"])
+def test_head_response_body_is_not_held_to_its_content_length(connect: Connect, body: bytes
+                                                              ) -> None:
+    """RFC 9110 §9.3.2: a HEAD response has no content, whatever its Content-Length says."""
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"3")]})
+        await send({"type": "http.response.body", "body": body})
+
+    h = connect(app)
+    out = h.feed(b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert statuses(out) == [200] and out.endswith(b"\r\n\r\n") and not h.closed
+    assert b"content-length: 3\r\n" in out.lower()

@@ -14,8 +14,8 @@ our contract (obs-fold, bare LF, repeated Content-Length, 501 for any Transfer-E
 
 Deliberately left out: WebSocket and other protocol upgrades (served as plain HTTP), CONNECT
 (501), HTTP/1.0 keep-alive (h11 always closes HTTP/1.0 connections, which RFC 9112 §9.3
-allows), request trailers (h11 parses and drops them), ``http.response.trailers``, zero-copy
-file responses, TLS beyond what asyncio's ``ssl=`` gives.
+allows), request trailers (h11 parses them; they are checked, then dropped),
+``http.response.trailers``, zero-copy file responses, TLS beyond what asyncio's ``ssl=`` gives.
 
 Spec: RFC 9112 §2-§3 (message and request line), §5 (field syntax), §6-§7 (body length,
 chunked coding), §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §10.1.1 (Expect),
@@ -39,14 +39,12 @@ import h11
 
 from toyservers import asgi, http1
 from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
-from toyservers._types import ASGIApp, Message, Scope
+from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT
 
 # --- constants -------------------------------------------------------------------------------
-
-logger = logging.getLogger("toyservers.error")
 
 END_OF_MESSAGE = h11.EndOfMessage()
 # Events pulled out of h11 in one go before the loop gets a turn: a burst of 1-byte chunks is
@@ -57,8 +55,17 @@ MAX_EVENTS = 512
 # --- wire helpers ----------------------------------------------------------------------------
 
 
-def request_status(event: h11.Request, headers: list[tuple[bytes, bytes]], config: Config
-                   ) -> int:
+def fields_status(fields: Headers, config: Config) -> int:
+    """431 for a field section over ``max_headers`` lines or ``max_header_size`` bytes (RFC
+    6585 §5), 400 for a control byte h11 let by in a value (RFC 9110 §5.5), else 0."""
+    count = len(fields)  # each field line is name ": " value CRLF
+    if count > config.max_headers or sum(map(len, chain.from_iterable(fields))) + 4 * count \
+            > config.max_header_size:
+        return 431
+    return 400 if http1.bad_field_value(b" ".join(map(itemgetter(1), fields))) else 0
+
+
+def request_status(event: h11.Request, headers: Headers, config: Config) -> int:
     """0 when the request h11 parsed may go to the app, else the status to refuse it with.
 
     h11 has checked the request line and field syntax, one Host in HTTP/1.1, Content-Length
@@ -68,13 +75,8 @@ def request_status(event: h11.Request, headers: list[tuple[bytes, bytes]], confi
         return 505  # RFC 9110 §15.6.6: the major version is not supported
     if len(event.method) + len(event.target) + 10 > config.max_request_line:
         return 414  # RFC 9110 §15.5.15
-    count = len(headers)  # each field line is name ": " value CRLF
-    if count > config.max_headers or sum(map(len, chain.from_iterable(headers))) + 4 * count \
-            > config.max_header_size:
-        return 431  # RFC 6585 §5
-    # RFC 9110 §5.5: field values are VCHAR, obs-text, SP and HTAB; h11 lets other controls by
-    if http1.bad_field_value(b" ".join(map(itemgetter(1), headers))):
-        return 400
+    if status := fields_status(headers, config):
+        return status
     fields = dict(headers)  # h11 allows one Host, Content-Length and Transfer-Encoding each
     version = "1.0" if event.http_version == b"1.0" else "1.1"
     length = fields.get(b"content-length")
@@ -100,14 +102,12 @@ class H11Protocol(HTTPProtocol):
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
         config = self.config  # h11 answers 431 to a head still incomplete past this size
-        self.conn = h11.Connection(
-            h11.SERVER, max_incomplete_event_size=config.max_request_line + config.max_header_size
-        )
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=config.max_request_line
+                                   + config.max_header_size)
         self.cycle: RequestResponseCycle | None = None
         self.pipelined = False  # h11 holds bytes of the next request (it said PAUSED)
         self.body_size = 0  # request body bytes received, for max_body_size
-        self.access_log = config.access_log and logging.getLogger(
-            "toyservers.access").isEnabledFor(logging.INFO)
+        self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
 
     # Protocol interface
 
@@ -193,7 +193,7 @@ class H11Protocol(HTTPProtocol):
                     return
                 cycle = self.cycle
                 if cycle is None or cycle.response_complete:
-                    continue  # the app answered without reading the body: discard it
+                    continue  # answered already: drop the rest (RFC 9112 §9.3; unread_body_closes)
                 cycle.body.append(data)
                 cycle.body_len += len(data)
                 cycle.wake()
@@ -206,6 +206,10 @@ class H11Protocol(HTTPProtocol):
                 if not self.on_request(event):  # type: ignore[arg-type]
                     return
             elif kind is h11.EndOfMessage:
+                trailers = event.headers  # type: ignore[union-attr]
+                if trailers and (status := fields_status(trailers.raw_items(), self.config)):
+                    self.send_error(status)  # RFC 9112 §7.1.2: a trailer section, as a head
+                    return
                 self.deadline.clear()
                 cycle = self.cycle
                 if cycle is not None and not cycle.response_complete:
@@ -214,6 +218,8 @@ class H11Protocol(HTTPProtocol):
                     if conn.their_state is h11.MUST_CLOSE:
                         return  # the last request: whatever follows is never read (§9.6)
                 elif conn.our_state is h11.DONE:  # we answered before the body ended
+                    # h11 says PAUSED if the next request came behind the body: serve it now
+                    self.pipelined = conn.next_event() is h11.PAUSED
                     self.start_next_cycle()
                     return
             elif event is h11.NEED_DATA:
@@ -260,14 +266,16 @@ class H11Protocol(HTTPProtocol):
             status = status or 400  # RFC 9112 §3.2: none of the four request-target forms
         if not status and method == "CONNECT":
             status = 501  # deliberately left out
-        if not status and at_concurrency_limit(self.state):
-            logger.warning("exceeded concurrency limit; answering 503")
-            status = 503
         if status:
             self.send_error(status)
             return False
         version = "1.0" if event.http_version == b"1.0" else "1.1"
         scope = http_scope(self, method, version, raw_path, query_string, headers)
+        if at_concurrency_limit(self.state):
+            if self.access_log:  # logged like any response, as uvicorn and toy-httptools do
+                log_access(self.client, scope, 503)
+            self.send_error(503)
+            return False
         self.cycle = cycle = RequestResponseCycle(self, scope)
         cycle.start_task(self.app)
         return True
@@ -299,7 +307,7 @@ class H11Protocol(HTTPProtocol):
             self.transport.close()
         elif self.conn.their_state is h11.DONE:
             self.start_next_cycle()
-        else:
+        else:  # at most HIGH_WATER_LIMIT of it: see RequestResponseCycle.unread_body_closes
             self.handle_events()
 
 
@@ -344,10 +352,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         """``http.request`` with the body bytes read so far, or ``http.disconnect``."""
         if self.expect_100:
             self.expect_100 = False
-            # RFC 9110 §10.1.1: send 100 only when the app wants the body and has not answered;
-            # h11 cleared the flag if some body came anyway, and never sets it for HTTP/1.0.
-            if (self.conn.they_are_waiting_for_100_continue and not self.response_started
-                    and not self.disconnected):
+            # RFC 9110 §10.1.1 and §15.2: 100 once the app wants the body, while no byte of the
+            # response is out (h11 clears the flag once our Response is sent, or body came).
+            if self.conn.they_are_waiting_for_100_continue and not self.disconnected:
                 self.transport.write(self.conn.send(h11.InformationalResponse(
                     status_code=100, headers=[], reason=b"Continue")))
         while not self.body and (self.more_body or self.body_done) and not (
@@ -428,32 +435,36 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if length is None and not more_body and status != 204 and status != 304 and (
                 body or not self.no_body):
             length = len(body)  # the whole body is here: say its size instead of chunking
-        elif length is not None and len(body) > length:
-            raise http1.ResponseError("response body longer than its Content-Length")
+        elif length is not None and not self.no_body and len(body) != length and (
+                len(body) > length or not more_body):  # refused before h11 writes a byte
+            raise http1.ResponseError(f"{len(body)} body bytes for Content-Length {length}")
         lines = fields.lines  # name, b": ", value, b"\r\n" for each field
         if fields.content_length is not None:  # h11 writes it, from the framing fields
             at = lines[::4].index(b"content-length") * 4
             del lines[at:at + 4]
         framing = [] if length is None else [(b"content-length", b"%d" % length)]
-        if fields.close or not self.keep_alive:
+        if fields.close or not self.keep_alive or (self.more_body and self.unread_body_closes()):
             framing.append((b"connection", b"close"))
         parts = self.conn.send_with_data_passthrough(h11.Response(
             status_code=self.status, headers=framing, reason=http1.reason(self.status))) or []
         parts.insert(1, b"".join(lines))
         return parts
 
+    def unread_body_closes(self) -> bool:
+        """Must this response, sent before the request body ended, close? RFC 9112 §9.3: else
+        the rest is read and dropped. Yes if the client awaits a 100 Continue never sent (RFC
+        9110 §10.1.1), or the rest is chunked (of unknown size) or over HIGH_WATER_LIMIT."""
+        if self.expect_100:
+            return True
+        length = dict(self.scope["headers"]).get(b"content-length")
+        return length is None or int(length) - self.protocol.body_size > HIGH_WATER_LIMIT
+
 
 # --- serve() and run() -----------------------------------------------------------------------
 
 
-async def serve(
-    app: ASGIApp,
-    config: Config,
-    *,
-    sock: socket.socket | None = None,
-    ready: Any = None,
-    shutdown: asyncio.Event | None = None,
-) -> None:
+async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
+                ready: Any = None, shutdown: asyncio.Event | None = None) -> None:
     """Serve ``app`` with h11 until ``shutdown`` is set (or SIGINT/SIGTERM); the arguments
     and errors are ``toyservers._server.serve_protocol``'s."""
     await serve_protocol(H11Protocol, app, config, sock=sock, ready=ready, shutdown=shutdown,
