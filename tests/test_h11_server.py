@@ -10,13 +10,11 @@ checks of what h11 parsed (trailers), and how it pulls events in slices.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from tests.support.echo_app import app as echo_app
-from tests.support.protocol_harness import GET, Harness, body_reader, hello_app, statuses
-from toyservers.flow_control import HIGH_WATER_LIMIT
+from tests.support.protocol_harness import GET, Harness, body_reader, statuses
 from toyservers.h11_server import MAX_EVENTS
 
 Connect = Callable[..., Harness]
@@ -97,49 +95,3 @@ def test_tiny_chunks_are_pulled_in_slices(connect: Connect) -> None:
 
 
 # --- a request body the app never read (RFC 9112 §9.3) -------------------------------------------
-
-
-def test_unread_body_rest_in_a_later_read_is_dropped_then_the_next_request_served(
-        connect: Connect) -> None:
-    h = connect(hello_app, timeout_keep_alive=5.0)
-    out = h.feed(POST_A + b"Content-Length: 10\r\n\r\nabc")
-    assert statuses(out) == [200] and b"connection" not in out.lower()
-    assert h.feed(b"defghij") == b"" and not h.closed  # dropped: the body has ended
-    assert statuses(h.feed(GET)) == [200]
-    h.advance(5.1)  # idle between requests: the keep-alive deadline, not the body one
-    assert h.closed and h.take() == b""
-
-
-def test_unread_declared_body_over_the_bound_closes_with_connection_close(
-        connect: Connect) -> None:
-    h = connect(hello_app)
-    out = h.feed(POST_A + b"Content-Length: %d\r\n\r\nabc" % (HIGH_WATER_LIMIT + 4))
-    assert statuses(out) == [200] and b"connection: close\r\n" in out.lower() and h.closed
-
-
-def test_unread_chunked_body_closes_with_connection_close(connect: Connect) -> None:
-    """Its rest has no known size: it is not read, the response says Connection: close."""
-    h = connect(hello_app)
-    out = h.feed(CHUNKED + b"3\r\nabc\r\n")
-    assert statuses(out) == [200] and b"connection: close\r\n" in out.lower() and h.closed
-    h = connect(echo_app)  # an app that reads the whole chunked body keeps the connection
-    out = h.feed(CHUNKED + b"3\r\nabc\r\n0\r\n\r\n" + GET)
-    assert statuses(out) == [200, 200] and not h.closed
-
-
-# --- responses the app frames wrong --------------------------------------------------------------
-
-
-@pytest.mark.parametrize("body", [b"", b"hello"])
-def test_head_response_body_is_not_held_to_its_content_length(connect: Connect, body: bytes
-                                                              ) -> None:
-    """RFC 9110 §9.3.2: a HEAD response has no content, whatever its Content-Length says."""
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-length", b"3")]})
-        await send({"type": "http.response.body", "body": body})
-
-    h = connect(app)
-    out = h.feed(b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n")
-    assert statuses(out) == [200] and out.endswith(b"\r\n\r\n") and not h.closed
-    assert b"content-length: 3\r\n" in out.lower()

@@ -397,10 +397,9 @@ def test_chunk_extensions_within_the_limit_are_ignored(connect: Connect) -> None
     assert statuses(out) == [200] and b'"body": "abcde"' in out
 
 
-def test_body_the_app_never_read_is_discarded_or_the_connection_closed(connect: Connect,
-                                                                      toy_server: str) -> None:
-    """RFC 9112 §9.3: after a response that left the request body unread, a server reads and
-    discards the rest before the next request (toy-raw, toy-h11), or closes (toy-httptools)."""
+def test_body_the_app_never_read_is_discarded(connect: Connect) -> None:
+    """RFC 9112 §9.3: after a response that left a small request body unread, the server reads
+    and discards the rest before the next request (http1.unread_body_closes)."""
     paths: list[str] = []
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -414,11 +413,51 @@ def test_body_the_app_never_read_is_discarded_or_the_connection_closed(connect: 
     out = h.feed(b"POST /skip HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
     assert out.endswith(b"hello")
     out = h.feed(b"defghij" + b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok")
-    if toy_server == "toy-httptools":
-        assert h.closed and out == b"" and paths == ["/skip"]
-    else:
-        assert paths == ["/skip", "/echo"] and json.loads(split_response(out)[2])["body"] == "ok"
-        assert not h.closed
+    assert paths == ["/skip", "/echo"] and json.loads(split_response(out)[2])["body"] == "ok"
+    assert not h.closed
+
+
+def test_unread_body_rest_in_a_later_read_is_dropped_then_the_next_request_served(
+        connect: Connect) -> None:
+    h = connect(hello_app, timeout_keep_alive=5.0)
+    out = h.feed(POST + b"Content-Length: 10\r\n\r\nabc")
+    assert statuses(out) == [200] and b"connection" not in out.lower()
+    assert h.feed(b"defghij") == b"" and not h.closed  # dropped: the body has ended
+    assert statuses(h.feed(GET)) == [200]
+    h.advance(5.1)  # idle between requests: the keep-alive deadline, not the body one
+    assert h.closed and h.take() == b""
+
+
+def test_unread_declared_body_over_the_bound_closes_with_connection_close(
+        connect: Connect) -> None:
+    h = connect(hello_app)
+    out = h.feed(POST + b"Content-Length: %d\r\n\r\nabc" % (HIGH_WATER_LIMIT + 4))
+    assert statuses(out) == [200] and b"connection: close\r\n" in out.lower() and h.closed
+
+
+def test_unread_chunked_body_closes_with_connection_close(connect: Connect) -> None:
+    """Its rest has no known size: it is not read, the response says Connection: close."""
+    h = connect(hello_app)
+    out = h.feed(CHUNKED + b"3\r\nabc\r\n")
+    assert statuses(out) == [200] and b"connection: close\r\n" in out.lower() and h.closed
+    h = connect(echo_app)  # an app that reads the whole chunked body keeps the connection
+    out = h.feed(CHUNKED + b"3\r\nabc\r\n0\r\n\r\n" + GET)
+    assert statuses(out) == [200, 200] and not h.closed
+
+
+@pytest.mark.parametrize("body", [b"", b"hello"])
+def test_head_response_body_is_not_held_to_its_content_length(connect: Connect, body: bytes
+                                                              ) -> None:
+    """RFC 9110 §9.3.2: a HEAD response has no content, whatever its Content-Length says."""
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"3")]})
+        await send({"type": "http.response.body", "body": body})
+
+    h = connect(app)
+    out = h.feed(b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert statuses(out) == [200] and out.endswith(b"\r\n\r\n") and not h.closed
+    assert b"content-length: 3\r\n" in out.lower()
 
 
 def test_limits_give_413(connect: Connect) -> None:
@@ -470,21 +509,16 @@ def test_no_100_continue_for_http_1_0(connect: Connect) -> None:
     assert b"100 Continue" not in out and statuses(out) == [200]
 
 
-def test_no_100_continue_when_the_body_was_never_asked_for(connect: Connect, toy_server: str
-                                                           ) -> None:
-    """RFC 9110 §10.1.1: the server may answer without reading the body; then it closes (the
-    client may never send the body it offered) or reads and discards what comes."""
+def test_no_100_continue_when_the_body_was_never_asked_for(connect: Connect) -> None:
+    """RFC 9110 §10.1.1: the server may answer without reading the body; then it closes, and
+    says so (the client may never send the body it offered: http1.unread_body_closes)."""
     h = connect(hello_app)
     out = h.feed(POST + b"Expect: 100-continue\r\nContent-Length: 5\r\n\r\n")
     assert b"100 Continue" not in out and statuses(out) == [200]
-    if not h.closed:
-        assert statuses(h.feed(b"hello" + GET)) == [200]
-    if toy_server in ("toy-raw", "toy-h11"):
-        assert split_response(out)[1][b"connection"] == b"close" and h.closed
+    assert split_response(out)[1][b"connection"] == b"close" and h.closed
 
 
-def test_no_100_continue_once_the_response_has_begun(connect: Connect, toy_server: str
-                                                     ) -> None:
+def test_no_100_continue_once_the_response_has_begun(connect: Connect) -> None:
     """RFC 9110 §15.2: a 1xx only before the final response."""
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -495,16 +529,11 @@ def test_no_100_continue_once_the_response_has_begun(connect: Connect, toy_serve
     h = connect(app)
     out = h.feed(POST + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n")
     assert statuses(out) == [200] and b"100 Continue" not in out
-    if toy_server in ("toy-raw", "toy-h11"):  # the client may never send the body it offered
-        assert b"connection: close" in out.lower()
+    assert b"connection: close" in out.lower()  # the client may never send the body it offered
     out += h.feed(b"ok")
     assert b"100 Continue" not in out and out.endswith(b"5\r\nfirst\r\n2\r\nok\r\n0\r\n\r\n")
 
 
-@servers_except(dict.fromkeys(
-    ["toy-httptools"],
-    "no 100 Continue once the app has sent http.response.start, though the head is still held "
-    "(nothing on the wire): the client waits for its own expect timeout"))
 def test_100_continue_after_start_while_the_head_is_still_held(connect: Connect) -> None:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -748,21 +777,15 @@ def test_app_response_mistakes_give_500_before_any_byte(connect: Connect, app: A
     assert "Exception in ASGI application" in caplog.text
 
 
-# A single body shorter than its Content-Length: toy-h11 refuses it before any byte is out, so
-# the 500 policy answers; toy-raw and toy-httptools write it, then close (RFC 9112 §6.3).
-SHORT_BODY_GETS_500 = {"toy-h11"}
-
-
-def test_response_shorter_than_its_content_length_closes(connect: Connect, toy_server: str,
-                                                         caplog: pytest.LogCaptureFixture
-                                                         ) -> None:
+def test_response_shorter_than_its_content_length_gets_500(connect: Connect,
+                                                           caplog: pytest.LogCaptureFixture
+                                                           ) -> None:
+    """A single body shorter than its Content-Length is refused before any byte is out, so
+    the 500 policy answers (RFC 9112 §6.3: the client would wait for bytes that never come)."""
     h = connect(_mistake(200, [(b"content-length", b"5")], (b"abc", False)))
     out = h.feed(GET + GET)
     assert h.closed and "Content-Length" in caplog.text  # an error is logged
-    if toy_server in SHORT_BODY_GETS_500:
-        assert statuses(out) == [500] and out.endswith(b"\r\n\r\nInternal Server Error")
-    else:
-        assert statuses(out) == [200] and out.endswith(b"abc")
+    assert statuses(out) == [500] and out.endswith(b"\r\n\r\nInternal Server Error")
 
 
 @pytest.mark.parametrize("last", [b"b", "b"], ids=["too-short", "str-body"])

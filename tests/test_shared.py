@@ -212,7 +212,11 @@ def test_framer_keeps_the_apps_content_length() -> None:
         framer.body(b"cd", False)  # one byte too many
     short = ResponseFramer(head_request=False, http10=False, keep_alive=True)
     short.start(200, [(b"content-length", b"3")], [])
-    framed(short, (b"ab", False))
+    with pytest.raises(ResponseError):  # the whole body at once, short: nothing is out yet
+        short.body(b"ab", False)
+    short = ResponseFramer(head_request=False, http10=False, keep_alive=True)
+    short.start(200, [(b"content-length", b"3")], [])
+    framed(short, (b"a", True), (b"b", False))
     assert short.short  # the caller must close: the client waits for a third byte
 
 

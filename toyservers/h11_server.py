@@ -451,13 +451,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         return parts
 
     def unread_body_closes(self) -> bool:
-        """Must this response, sent before the request body ended, close? RFC 9112 §9.3: else
-        the rest is read and dropped. Yes if the client awaits a 100 Continue never sent (RFC
-        9110 §10.1.1), or the rest is chunked (of unknown size) or over HIGH_WATER_LIMIT."""
-        if self.expect_100:
-            return True
+        """Must this response, framed before the request body ended, close (RFC 9112 §9.3)?"""
         length = dict(self.scope["headers"]).get(b"content-length")
-        return length is None or int(length) - self.protocol.body_size > HIGH_WATER_LIMIT
+        rest = None if length is None else int(length) - self.protocol.body_size
+        return http1.unread_body_closes(self.expect_100, rest)
 
 
 # --- serve() and run() -----------------------------------------------------------------------

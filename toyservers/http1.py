@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from http import HTTPStatus
 
 from toyservers._types import Headers
+from toyservers.flow_control import HIGH_WATER_LIMIT
 
 # --- grammar ------------------------------------------------------------------------------------
 
@@ -145,6 +146,18 @@ def head_status(version: str, hosts: list[bytes], te: bytes | None,
         if int(content_length) > max_body:
             status = 413  # RFC 9110 §15.5.14: refused before the body is read
     return status, version
+
+
+def unread_body_closes(expect_100: bool, rest: int | None) -> bool:
+    """Must a response framed before the request body has all come end the connection?
+
+    RFC 9112 §9.3: a connection persists only when every message on it is read to its end, so
+    the server reads the rest and drops it, when the rest is known and small: ``rest`` is the
+    declared bytes still to come (None for a chunked body: its size is unknown). True, and so
+    ``Connection: close``, when ``rest`` is None or over ``HIGH_WATER_LIMIT``, or when the
+    client still waits for a 100 (Continue) never sent (RFC 9110 §10.1.1: it may never send).
+    """
+    return expect_100 or rest is None or rest > HIGH_WATER_LIMIT
 
 
 class BadTarget(ValueError):
@@ -362,7 +375,8 @@ class ResponseFramer:
     def body(self, body: bytes, more_body: bool) -> bytes:
         """The bytes to write for one ``http.response.body`` message (maybe ``b""``).
 
-        Raises ResponseError when ``body`` is not bytes or runs past the Content-Length.
+        Raises ResponseError when ``body`` is not bytes or runs past the Content-Length, or
+        when the whole body, in one message, falls short of it (nothing is written yet).
         """
         if type(body) is not bytes:
             raise ResponseError(f"response body must be bytes, not {type(body).__name__}")
@@ -370,6 +384,8 @@ class ResponseFramer:
             self.remaining -= len(body)  # taken: when this raises, nothing was written yet
             if self.remaining < 0:
                 raise ResponseError("response body longer than its Content-Length")
+            if self.remaining and not more_body and not self.head_sent:  # a 500 still can go
+                raise ResponseError("response body shorter than its Content-Length")
         data = b"" if self.head_sent else self._head(body, more_body)
         if self.no_body:
             return data

@@ -45,10 +45,8 @@ from toyservers.http1 import MAX_CHUNK_LINE, BadTarget, ResponseFramer, split_ta
 # ---------------------------------------------------------------------------------- constants
 
 IDLE, HEAD, BODY = 0, 1, 2  # where the parser is in the current request
-# Request fields the server reads itself; the app gets all of them anyway.
-FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})
-# llhttp's reason for "PRI * HTTP/2.0", the HTTP/2 preface, sent to an HTTP/1 parser.
-H2_PREFACE = "Pause on PRI/Upgrade"
+FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})  # ours too
+H2_PREFACE = "Pause on PRI/Upgrade"  # llhttp's reason for "PRI * HTTP/2.0", HTTP/2's preface
 CHUNK_LINE_LIMIT = MAX_CHUNK_LINE + 2  # with its CRLF
 
 # ------------------------------------------------------------------------------- wire helpers
@@ -260,10 +258,11 @@ class HttpToolsProtocol(HTTPProtocol):
         cycle = self.cycle
         assert cycle is not None
         self.framing = 0  # chunk data, not a line
-        if self.max_body is not None:
-            self.body_size += len(body)
-            if self.body_size > self.max_body:
-                self.stop_parsing(413)
+        self.body_size += len(body)
+        if self.max_body is not None and self.body_size > self.max_body:
+            self.stop_parsing(413)
+        if cycle.response_complete:
+            return  # answered already: RFC 9112 §9.3, the rest is read and dropped
         cycle.body += body  # b"" + body is body itself; the rest is bounded by the pause
         if len(cycle.body) > HIGH_WATER_LIMIT:
             self.flow.pause_reading()
@@ -408,7 +407,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if self.expect_100:
             self.expect_100 = False
             # RFC 9110 §10.1.1: 100 once the app asks for a body that has not come yet
-            if not self.body and self.more_body and not self.response_started:
+            if not self.body and self.more_body and not self.framer.head_sent:
                 self.transport.write(http1.CONTINUE_100)
         # Wait for body, or after the last body for http.disconnect
         while not self.body and (self.more_body or self.body_done) and not (
@@ -444,13 +443,16 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             framer.start(message["status"], message.get("headers", ()),
                          state.default_headers, state.default_headers_bytes)
             self.response_started = True
-            self.expect_100 = False
             if protocol.access_log:
                 log_access(protocol.client, self.scope, framer.status)
             return
         if kind != "http.response.body" or self.response_complete:
             raise RuntimeError(f"unexpected {kind!r} after the response head")
         more_body = message.get("more_body", False)
+        if self.more_body and not framer.head_sent and http1.unread_body_closes(
+                self.expect_100, None if protocol.te is not None or protocol.content_length is None
+                else int(protocol.content_length) - protocol.body_size):
+            framer.keep_alive = False  # RFC 9112 §9.3: the rest is too much, or may never come
         data = framer.body(message.get("body", b""), more_body)  # the head leaves with it
         if data:
             self.transport.write(data)
@@ -461,13 +463,13 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     # --8<-- [end:send]
 
     def complete(self) -> None:
-        """The response is out: close if it was the last one (or the app left some body
-        unread: the stream is unframed), then let the next one run."""
+        """The response is out: close if it was the last one, then let the next one run (a body
+        the app left unread is read and dropped first: ``on_body``)."""
         self.response_complete = True
         if self.waiter is not None:
             self.wake()
         protocol = self.protocol
-        if not self.framer.keep_alive or self.more_body:
+        if not self.framer.keep_alive:
             protocol.reading_stopped = True
             protocol.pipeline.clear()
             self.transport.close()

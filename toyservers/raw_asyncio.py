@@ -363,8 +363,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if kind != "http.response.body" or self.response_complete:
             raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
         more_body = message.get("more_body", False)
-        if self.expect_100 and not framer.head_sent and self.protocol.phase is READ_BODY:
-            framer.keep_alive = False  # the client may never send the body it offered
+        protocol = self.protocol
+        if not framer.head_sent and protocol.phase is READ_BODY and http1.unread_body_closes(
+                self.expect_100, None if protocol.decoder else protocol.body_remaining):
+            framer.keep_alive = False  # RFC 9112 §9.3: the rest is too much, or may never come
         data = framer.body(message.get("body", b""), more_body)
         if data:
             self.transport.write(data)
