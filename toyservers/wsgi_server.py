@@ -175,7 +175,7 @@ class Connection:
         keep_alive = keep_alive and self.server.threaded and not self.server.stopping.is_set()
         cycle = RequestResponseCycle(self, method, version, keep_alive)
         cycle.body = RequestBody(cycle, content_length or 0, decoder, expect_100)
-        return cycle.run_wsgi(cycle.build_environ(raw_path, query, headers))
+        return cycle.run_wsgi(cycle.build_environ(target, raw_path, query, headers))
 
     def send_error(self, status: int, reason: str, head: bool = False) -> None:
         logger.debug("%d to %s: %s", status, self.client, reason)
@@ -274,12 +274,14 @@ class RequestResponseCycle:
         self.error: ClientError | None = None  # the body could not be read, or the client left
         self.log_line: dict[str, Any] = {}
 
-    def build_environ(self, raw_path: bytes, query: bytes, headers: Headers) -> Environ:
+    def build_environ(self, target: bytes, raw_path: bytes, query: bytes, headers: Headers
+                      ) -> Environ:
         server, client = self.conn.server, self.conn.client
         script_name = server.config.root_path.rstrip("/")  # PEP 3333: no trailing slash
         environ: Environ = {
             "REQUEST_METHOD": self.method, "SCRIPT_NAME": script_name,
             "PATH_INFO": path_info(raw_path, script_name), "QUERY_STRING": query.decode("latin-1"),
+            "RAW_URI": target.decode("latin-1"),  # gunicorn's: the target as received
             "SERVER_NAME": server.address[0], "SERVER_PORT": str(server.address[1]),
             "SERVER_PROTOCOL": "HTTP/" + self.version,
             "REMOTE_ADDR": client[0], "REMOTE_PORT": str(client[1]),

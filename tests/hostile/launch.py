@@ -2,7 +2,8 @@
 
 ``toyserve`` has no flags for the header/body deadlines or the body limit, so the tests start
 toy servers through this script instead: it builds a ``Config`` from the values in
-``corpus.py`` and calls the server module's ``run()``.
+``corpus.py`` and calls the server module's ``run()``. toy-wsgi runs its gthread worker with
+4 threads (the ASGI servers ignore both settings).
 
 Usage: ``python -m tests.hostile.launch SERVER APP PORT`` (for example
 ``python -m tests.hostile.launch toy-h11 tests.support.echo_app:app 8123``).
@@ -27,7 +28,7 @@ def hostile_config(port: int) -> Config:
         timeout_graceful_shutdown=1.0,
         max_request_line=corpus.MAX_REQUEST_LINE, max_header_size=corpus.MAX_HEADER_SIZE,
         max_headers=corpus.MAX_HEADERS, max_body_size=corpus.MAX_BODY_SIZE,
-        access_log=False, log_level="warning",
+        access_log=False, log_level="warning", worker_class="gthread", threads=4,
     )
 
 
