@@ -36,6 +36,7 @@ import concurrent.futures
 import contextlib
 import io
 import logging
+import os
 import queue
 import selectors
 import signal
@@ -537,9 +538,15 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
     if shutdown is None:
         shutdown = threading.Event()
         if threading.current_thread() is threading.main_thread():
-            stop = shutdown.set
+            stop = shutdown
+
+            def on_signal(signum: int, frame: object) -> None:
+                if stop.is_set():  # uvicorn: a second Ctrl+C does not wait any more
+                    raise KeyboardInterrupt
+                stop.set()
+
             for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda signum, frame: stop())
+                signal.signal(sig, on_signal)
     if sock is None:
         sock = socket.create_server((config.host, config.port), backlog=config.backlog)
     sock.listen(config.backlog)
@@ -561,11 +568,12 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
 
 
 def run(app: WSGIApp, config: Config) -> None:
-    """Block serving ``app``; exit with one line (status 1) when the address cannot be bound."""
+    """Block serving ``app``; exit with one line (status 1) when the address cannot be bound,
+    and at once on a second SIGINT or SIGTERM, apps still running or not."""
     try:
         serve(app, config)
     except OSError as exc:
         logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
         sys.exit(1)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # the interpreter would wait for the pool's threads at exit
+        os._exit(1)
