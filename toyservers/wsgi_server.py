@@ -44,13 +44,12 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any
-from urllib.parse import unquote_to_bytes
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from toyservers import asgi, http1
+from toyservers import asgi, http1, wsgi
 from toyservers._server import ServerState
-from toyservers._types import Environ, ExcInfo, Headers, WSGIApp
+from toyservers._types import Environ, ExcInfo, WSGIApp
 from toyservers.config import Config
 from toyservers.http1_parser import (
     BadRequest,
@@ -68,10 +67,6 @@ READ_SIZE = 64 * 1024  # bytes asked of one recv()
 SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is gone (gunicorn: 30)
 LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
 TICK = 0.25  # how often the main loop looks at the shutdown Event (it has no fd to select on)
-# PEP 3333, "Other HTTP Features": "applications ... must not generate any 'hop-by-hop'
-# headers" (RFC 2616 §13.5.1's list): they describe this connection, which is the server's.
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
-                        "te", "trailers", "transfer-encoding", "upgrade"})
 
 
 class ClientError(OSError):
@@ -81,33 +76,6 @@ class ClientError(OSError):
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)
         self.status = status
-
-
-# ------------------------------------------------------------------------------- wire helpers
-
-
-def path_info(raw_path: bytes, script_name: str) -> str:
-    """PEP 3333 ``PATH_INFO``: the path percent-decoded, as a latin-1 "native string" (bytes
-    0-255 as code points 0-255), less a ``SCRIPT_NAME`` prefix the client sent (as gunicorn)."""
-    path = unquote_to_bytes(raw_path).decode("latin-1")
-    if script_name and (path == script_name or path.startswith(script_name + "/")):
-        path = path[len(script_name):]
-    return path
-
-
-class FileWrapper:
-    """PEP 3333 ``wsgi.file_wrapper``: iterates ``filelike`` in blocks; the server sends it with
-    ``socket.sendfile`` instead when it has a ``fileno()`` and the app gave a Content-Length."""
-
-    def __init__(self, filelike: IO[bytes], blksize: int = 8192) -> None:
-        self.filelike, self.blksize = filelike, blksize
-
-    def __iter__(self) -> Iterator[bytes]:
-        while block := self.filelike.read(self.blksize):
-            yield block
-
-    def close(self) -> None:
-        getattr(self.filelike, "close", lambda: None)()
 
 
 # -------------------------------------------------------------------------------- connection
@@ -173,10 +141,17 @@ class Connection:
             return False
         decoder = ChunkedDecoder(max_trailer_size=config.max_header_size,
                                  max_trailers=config.max_headers) if chunked else None
-        keep_alive = keep_alive and self.server.threaded and not self.server.stopping.is_set()
+        server = self.server
+        keep_alive = keep_alive and server.threaded and not server.stopping.is_set()
         cycle = RequestResponseCycle(self, method, version, keep_alive)
         cycle.body = RequestBody(cycle, content_length or 0, decoder, expect_100)
-        return cycle.run_wsgi(cycle.build_environ(target, raw_path, query, headers))
+        if server.access_log:
+            cycle.log_line = {"method": method, "raw_path": raw_path, "query_string": query,
+                              "http_version": version}
+        return cycle.run_wsgi(wsgi.build_environ(
+            method, version, target, raw_path, query, headers, root_path=config.root_path,
+            server=server.address, client=self.client, body=io.BufferedReader(cycle.body),
+            multithread=server.threaded))
 
     def send_error(self, status: int, reason: str, head: bool = False) -> None:
         logger.debug("%d to %s: %s", status, self.client, reason)
@@ -275,71 +250,19 @@ class RequestResponseCycle:
         self.error: ClientError | None = None  # the body could not be read, or the client left
         self.log_line: dict[str, Any] = {}
 
-    def build_environ(self, target: bytes, raw_path: bytes, query: bytes, headers: Headers
-                      ) -> Environ:
-        server, client = self.conn.server, self.conn.client
-        script_name = server.config.root_path.rstrip("/")  # PEP 3333: no trailing slash
-        environ: Environ = {
-            "REQUEST_METHOD": self.method, "SCRIPT_NAME": script_name,
-            "PATH_INFO": path_info(raw_path, script_name), "QUERY_STRING": query.decode("latin-1"),
-            "RAW_URI": target.decode("latin-1"),  # gunicorn's: the target as received
-            "SERVER_NAME": server.address[0], "SERVER_PORT": str(server.address[1]),
-            "SERVER_PROTOCOL": "HTTP/" + self.version,
-            "REMOTE_ADDR": client[0], "REMOTE_PORT": str(client[1]),
-            "wsgi.version": (1, 0), "wsgi.url_scheme": "http",
-            "wsgi.input": io.BufferedReader(self.body),
-            "wsgi.input_terminated": True,  # the input ends where the body does, chunked too
-            "wsgi.errors": sys.stderr,
-            "wsgi.multithread": server.threaded,
-            "wsgi.multiprocess": False,  # one process: no pre-forked workers
-            "wsgi.run_once": False,
-            "wsgi.file_wrapper": FileWrapper,
-        }
-        for name, value in headers:
-            if name == b"content-type" or name == b"content-length":
-                key = name.decode().upper().replace("-", "_")
-            elif b"_" in name:  # X_User would pass for X-User: dropped, as gunicorn does
-                continue
-            else:
-                key = "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
-            text = value.decode("latin-1")
-            # RFC 9110 §5.3: repeated field lines are one list, joined with ", "
-            environ[key] = environ[key] + ", " + text if key in environ else text
-        if server.access_log:
-            self.log_line = {"method": self.method, "raw_path": raw_path,
-                             "query_string": query, "http_version": self.version}
-        return environ
-
     def start_response(self, status: str, headers: list[tuple[str, str]],
                        exc_info: ExcInfo | None = None) -> Callable[[bytes], None]:
-        if exc_info is not None:
-            try:  # PEP 3333: "if ... headers have already been sent, start_response must
-                if self.framer.head_sent:  # raise an error, and should re-raise ... exc_info"
-                    raise exc_info[1].with_traceback(exc_info[2])
-            finally:
-                exc_info = None  # PEP 3333: avoid a circular reference through the traceback
-        elif self.started:
-            raise http1.ResponseError("start_response called twice without exc_info")
-        if type(status) is not str or len(status) < 4 or not status[:3].isdigit() \
-                or status[3] != " " or http1.bad_field_value(status.encode("latin-1")):
-            raise http1.ResponseError(f"invalid status {status!r}: '200 OK' is the shape")
-        fields = []
-        for name, value in headers:  # PEP 3333: "a list of (header_name, header_value)"
-            if type(name) is not str or type(value) is not str:
-                raise http1.ResponseError(f"header {name!r}: names and values are str")
-            if name.lower() in HOP_BY_HOP:
-                raise http1.ResponseError(f"hop-by-hop header {name!r} is the server's")
-            fields.append((name.encode("latin-1"), value.encode("latin-1")))
+        code, fields, status_line = wsgi.check_response(
+            status, headers, exc_info, started=self.started, head_sent=self.framer.head_sent)
         state = self.conn.server.state  # the framer checks the rest, as for ASGI apps
-        self.framer.start(int(status[:3]), fields, state.default_headers,
-                          state.default_headers_bytes)
-        self.framer.parts[0] = b"HTTP/1.1 %s\r\n" % status.encode("latin-1")  # its own phrase
+        self.framer.start(code, fields, state.default_headers, state.default_headers_bytes)
+        self.framer.parts[0] = status_line  # the app's own reason phrase
         self.started = True
         return self.write
 
-    def write(self, data: bytes) -> None:  # PEP 3333's write() callable
+    def write(self, data: bytes) -> None:  # PEP 3333's write() callable, and each result item
         if not self.started:
-            raise http1.ResponseError("write() before start_response()")
+            raise http1.ResponseError("a body before start_response()")
         if data:  # PEP 3333: no head "until the first non-empty bytestring"
             self.send(data, True)
 
@@ -357,7 +280,7 @@ class RequestResponseCycle:
         except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
             raise self.fail(ClientError(0, f"the client went away: {exc}")) from None
 
-    def send_file(self, wrapper: FileWrapper, length: int) -> None:
+    def send_file(self, wrapper: wsgi.FileWrapper, length: int) -> None:
         """Send a file with ``socket.sendfile`` (PEP 3333, "Optional Platform-Specific File
         Handling"): ``os.sendfile`` when it has a fileno, else its ``read()`` in a loop."""
         self.send(b"", True)  # the head alone: the app's Content-Length frames the body
@@ -387,15 +310,12 @@ class RequestResponseCycle:
                 self.send(result[0], False)  # the whole body: a Content-Length frames it
                 return self.finish()
             length = self.framer.remaining
-            if isinstance(result, FileWrapper) and self.started and length \
+            if isinstance(result, wsgi.FileWrapper) and self.started and length \
                     and not self.framer.no_body:
                 self.send_file(result, length)  # the app gave a Content-Length: no chunks
             else:
                 for data in result:
-                    if data and not self.started:
-                        raise http1.ResponseError("a body before start_response()")
-                    if data:
-                        self.send(data, True)
+                    self.write(data)
             if not self.started:
                 raise http1.ResponseError("the app returned without calling start_response")
             self.send(b"", False)
@@ -476,14 +396,13 @@ class WSGIServer:
             timeout = min([TICK, *(c.idle_deadline - now for c in self.idle)])
             for key, _ in selector.select(max(timeout, 0)):
                 if key.fileobj is self.listener:
-                    conn = None
                     with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
                         sock, (host, port, *_) = self.listener.accept()
                         conn = Connection(self, sock, (host, port))
-                    if conn is not None and self.threaded:
-                        self.watch(conn)  # gthread: a pool thread takes it once readable
-                    elif conn is not None:
-                        self.work(conn)  # sync: answered here, then closed
+                        if self.threaded:
+                            self.watch(conn)  # gthread: a pool thread takes it once readable
+                        else:
+                            self.work(conn)  # sync: answered here (work raises nothing)
                 elif key.fileobj is self.wake_r:
                     self.wake_r.recv(4096)
                     while not self.returned.empty():
