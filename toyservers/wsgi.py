@@ -9,10 +9,14 @@ without any I/O, as ``toyservers.asgi`` does for ASGI:
 - ``path_info``: the percent-decoded path as a "native string", less ``SCRIPT_NAME``;
 - ``check_response``: what an app gives ``start_response`` (status, headers, ``exc_info``),
   checked and encoded for ``http1.ResponseFramer`` (which checks the rest, as for ASGI apps);
+- ``input_stream``: ``wsgi.input`` on a function giving the body piece by piece;
+- ``ClientError``: what ``wsgi.input`` and ``write()`` raise when the body cannot be read or
+  the client is gone;
 - ``FileWrapper``: ``wsgi.file_wrapper``.
 
-Spec: PEP 3333 (environ variables, unicode issues, the start_response() callable, optional
-platform-specific file handling, other HTTP features: hop-by-hop headers).
+Spec: PEP 3333 (environ variables, input and error streams, unicode issues, the
+start_response() callable, optional platform-specific file handling, other HTTP features:
+hop-by-hop headers).
 
 Compare with: gunicorn/http/wsgi.py (``create``, ``Response.process_headers``,
 ``FileWrapper``), wsgiref/util.py (``FileWrapper``), wsgiref/handlers.py (``BaseHandler``).
@@ -20,8 +24,9 @@ Compare with: gunicorn/http/wsgi.py (``create``, ``Response.process_headers``,
 
 from __future__ import annotations
 
+import io
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 from urllib.parse import unquote_to_bytes
 
@@ -32,6 +37,38 @@ from toyservers._types import Environ, ExcInfo, Headers
 # headers" (RFC 2616 §13.5.1's list): they describe this connection, which is the server's.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
                         "te", "trailers", "transfer-encoding", "upgrade"})
+
+
+class ClientError(OSError):
+    """A body that cannot be read (``status``: the answer, 400, 408, 413 or 431), or a client
+    gone (``status`` 0: nothing to answer). ``wsgi.input`` and ``write()`` raise it."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+class _RawInput(io.RawIOBase):
+    """A raw stream on ``read()``, a function giving the next bytes (b"" at the end)."""
+
+    def __init__(self, read: Callable[[], bytes]) -> None:
+        self.read_more, self.pending = read, b""  # pending: bytes readinto() could not take
+
+    def readable(self) -> bool:  # io.BufferedReader asks
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.pending or self.read_more()
+        size = min(len(buffer), len(data))
+        buffer[:size], self.pending = data[:size], data[size:]
+        return size
+
+
+def input_stream(read: Callable[[], bytes]) -> io.BufferedReader:
+    """``wsgi.input`` on ``read()`` (the next body bytes, b"" at the end): an
+    ``io.BufferedReader``, which gives PEP 3333's ``read(size)``, ``readline(size)``,
+    ``readlines(hint)`` and iteration."""
+    return io.BufferedReader(_RawInput(read))
 
 
 def path_info(raw_path: bytes, script_name: str) -> str:

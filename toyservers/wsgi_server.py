@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import io
 import logging
 import os
 import queue
@@ -67,15 +66,6 @@ READ_SIZE = 64 * 1024  # bytes asked of one recv()
 SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is gone (gunicorn: 30)
 LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
 TICK = 0.25  # how often the main loop looks at the shutdown Event (it has no fd to select on)
-
-
-class ClientError(OSError):
-    """A body that cannot be read (``status``: the answer, 400, 408, 413 or 431), or a client
-    gone (``status`` 0: nothing to answer). ``wsgi.input`` and ``write()`` raise it."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
 
 
 # -------------------------------------------------------------------------------- connection
@@ -150,7 +140,7 @@ class Connection:
                               "http_version": version}
         return cycle.run_wsgi(wsgi.build_environ(
             method, version, target, raw_path, query, headers, root_path=config.root_path,
-            server=server.address, client=self.client, body=io.BufferedReader(cycle.body),
+            server=server.address, client=self.client, body=wsgi.input_stream(cycle.body.read),
             multithread=server.threaded))
 
     def send_error(self, status: int, reason: str, head: bool = False) -> None:
@@ -176,32 +166,21 @@ class Connection:
 # ----------------------------------------------------------------------------- WSGI interface
 
 
-class RequestBody(io.RawIOBase):
-    """The request body as a raw stream, Content-Length counted or chunked decoded, never read
-    past its end; ``wsgi.input`` is an ``io.BufferedReader`` on it, which gives PEP 3333's
-    ``read(size)``, ``readline(size)``, ``readlines(hint)`` and iteration. The first read sends
-    ``100 Continue`` to a client waiting for it (PEP 3333, "HTTP 1.1 Expect/Continue": when
-    "the application first attempts to read from the input stream"). Raises ClientError."""
+class RequestBody:
+    """The request body, Content-Length counted or chunked decoded, never read past its end
+    (``wsgi.input`` reads it through ``wsgi.input_stream``). The first read sends ``100
+    Continue`` to a client waiting for it (PEP 3333, "HTTP 1.1 Expect/Continue": when "the
+    application first attempts to read from the input stream"). Raises wsgi.ClientError."""
 
     def __init__(self, cycle: RequestResponseCycle, content_length: int,
                  decoder: ChunkedDecoder | None, expect_100: bool) -> None:
         self.cycle, self.conn = cycle, cycle.conn
         self.remaining = content_length  # Content-Length bytes not yet taken from the socket
         self.decoder, self.expect_100 = decoder, expect_100
-        self.pending = b""  # decoded bytes readinto() could not take yet
         self.received = 0  # chunked body bytes decoded (for max_body_size)
         self.done = decoder is None and not content_length  # the body is all read
 
-    def readable(self) -> bool:  # io.BufferedReader asks
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.pending or self._read()
-        size = min(len(buffer), len(data))
-        buffer[:size], self.pending = data[:size], data[size:]
-        return size
-
-    def _read(self) -> bytes:
+    def read(self) -> bytes:
         """The next body bytes, b"" once the body has ended."""
         conn, config = self.conn, self.conn.config
         if self.expect_100:
@@ -224,15 +203,15 @@ class RequestBody(io.RawIOBase):
                 if data:
                     return data
                 if not self.done and not conn.recv(time.monotonic() + config.timeout_body):
-                    raise ClientError(0, "the client closed during the request body")
+                    raise wsgi.ClientError(0, "the client closed during the request body")
             return b""
         except (BadRequest, OSError) as exc:  # 400, 413, 431; 408 on TimeoutError; 0: gone
             raise self.cycle.fail(exc) from None
 
     def drain(self) -> bool:
         """Drop what the app left of the body, as gunicorn does; False if it cannot be read."""
-        with contextlib.suppress(ClientError):
-            while self._read():
+        with contextlib.suppress(wsgi.ClientError):
+            while self.read():
                 pass
             return True
         return False
@@ -247,7 +226,7 @@ class RequestResponseCycle:
         self.framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
         self.body: RequestBody = None  # type: ignore[assignment]  # set by Connection.handle
         self.started = False  # start_response was called
-        self.error: ClientError | None = None  # the body could not be read, or the client left
+        self.error: wsgi.ClientError | None = None  # the body could not be read, or the client left
         self.log_line: dict[str, Any] = {}
 
     def start_response(self, status: str, headers: list[tuple[str, str]],
@@ -278,7 +257,7 @@ class RequestResponseCycle:
             if out:
                 conn.sendall(out)
         except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
-            raise self.fail(ClientError(0, f"the client went away: {exc}")) from None
+            raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
 
     def send_file(self, wrapper: wsgi.FileWrapper, length: int) -> None:
         """Send a file with ``socket.sendfile`` (PEP 3333, "Optional Platform-Specific File
@@ -289,13 +268,13 @@ class RequestResponseCycle:
             self.framer.remaining = length - self.conn.sock.sendfile(wrapper.filelike,
                                                                      count=length)
         except OSError as exc:
-            raise self.fail(ClientError(0, f"the client went away: {exc}")) from None
+            raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
 
-    def fail(self, exc: Exception) -> ClientError:
+    def fail(self, exc: Exception) -> wsgi.ClientError:
         """The body cannot be read or the client left: no next request on this connection."""
-        if not isinstance(exc, ClientError):  # RFC 9110 §15.5.9: 408 for a body too slow
+        if not isinstance(exc, wsgi.ClientError):  # RFC 9110 §15.5.9: 408 for a body too slow
             status = 408 if isinstance(exc, TimeoutError) else getattr(exc, "status", 0)
-            exc = ClientError(status, str(exc) or "timed out reading the body")
+            exc = wsgi.ClientError(status, str(exc) or "timed out reading the body")
         self.error, self.body.done, self.framer.keep_alive = exc, True, False
         return exc
 
@@ -372,15 +351,12 @@ class WSGIServer:
         """Answer the requests on ``conn`` until none is waiting; in gthread, then hand it back
         to the main thread (a sync connection never stays alive: ``handle`` closes it)."""
         try:
-            while conn.handle():
-                if self.stopping.is_set():
-                    conn.close()
-                elif not conn.buffer:  # nothing pipelined: back to the main thread's watch
+            while conn.handle() and not self.stopping.is_set():
+                if not conn.buffer:  # nothing pipelined: back to the main thread's watch
                     self.returned.put(conn)
                     self.wake_w.send(b"\0")
-                else:
-                    continue
-                return
+                    return
+            conn.close()  # closed already, unless the server is stopping
         except BaseException as exc:
             logger.error("Exception in the connection", exc_info=exc)
             conn.close()
