@@ -2,18 +2,17 @@
 
 I/O model: blocking sockets, and gunicorn's two worker models (``config.worker_class``).
 ``sync``: the thread in ``serve()`` accepts a connection, reads one request, runs the app,
-answers with ``Connection: close`` and closes, then accepts the next: like gunicorn's sync
-worker it keeps nothing alive, since an idle keep-alive client would hold the only thread.
-``gthread``: ``config.threads`` pool threads run the app while the main thread accepts and
-watches idle connections with a selector; a readable connection goes to the pool and comes
-back after a response that keeps it alive, so an idle keep-alive connection holds no thread
-(the main thread closes it after ``timeout_keep_alive``). Every read has a deadline:
+answers with ``Connection: close`` and closes: like gunicorn's sync worker it keeps nothing
+alive, since an idle keep-alive client would hold the only thread. ``gthread``:
+``config.threads`` pool threads run the app while the main thread accepts and watches idle
+connections with a selector: a readable one goes to the pool and comes back after a response
+that keeps it alive, so an idle connection holds no thread. Every read has a deadline:
 ``timeout_keep_alive`` before a request's first byte, ``timeout_headers`` to the end of its
 head, ``timeout_body`` per pause in its body (a slow head or body gets 408). Requests are read
-with the project's sans-IO parser (``http1_parser``) and answered with the rules of
-``http1`` (targets, error responses, ``ResponseFramer``), which toy-raw runs on asyncio: one
-parser for the project, hardened and tested once. ``serve()`` is a plain blocking function
-stopped by a ``threading.Event``, where the ASGI servers' is a coroutine.
+with the project's sans-IO parser (``http1_parser``, which toy-raw runs on asyncio) and
+answered with the rules of ``http1`` (targets, error responses, ``ResponseFramer``); the PEP
+3333 glue (environ, ``start_response``'s checks, ``wsgi.input``) is ``toyservers.wsgi``.
+``serve()`` is a plain blocking function stopped by a ``threading.Event``.
 
 Deliberately left out: TLS, pre-forked processes (``workers``), ``limit_concurrency``, request
 trailers reaching the app (checked, dropped), ``sendfile`` without a Content-Length (the file
@@ -26,8 +25,8 @@ buffering and streaming, the write() callable, platform-specific file handling, 
 expect/continue, hop-by-hop headers); RFC 9112 §2-§7, §9; RFC 9110 §10.1.1 (Expect).
 
 Compare with: gunicorn/workers/sync.py, gunicorn/workers/gthread.py (the poller,
-``murder_keepalived``), gunicorn/http/wsgi.py (``create``, ``Response``, ``FileWrapper``), and
-wsgiref/handlers.py (``BaseHandler``).
+``murder_keepalived``), gunicorn/http/wsgi.py (``Response``), wsgiref/handlers.py
+(``BaseHandler``).
 """
 
 from __future__ import annotations
@@ -131,17 +130,16 @@ class Connection:
             return False
         decoder = ChunkedDecoder(max_trailer_size=config.max_header_size,
                                  max_trailers=config.max_headers) if chunked else None
-        server = self.server
-        keep_alive = keep_alive and server.threaded and not server.stopping.is_set()
+        keep_alive = keep_alive and self.server.threaded and not self.server.stopping.is_set()
         cycle = RequestResponseCycle(self, method, version, keep_alive)
         cycle.body = RequestBody(cycle, content_length or 0, decoder, expect_100)
-        if server.access_log:
+        if self.server.access_log:
             cycle.log_line = {"method": method, "raw_path": raw_path, "query_string": query,
                               "http_version": version}
         return cycle.run_wsgi(wsgi.build_environ(
             method, version, target, raw_path, query, headers, root_path=config.root_path,
-            server=server.address, client=self.client, body=wsgi.input_stream(cycle.body.read),
-            multithread=server.threaded))
+            server=self.server.address, client=self.client,
+            body=wsgi.input_stream(cycle.body.read), multithread=self.server.threaded))
 
     def send_error(self, status: int, reason: str, head: bool = False) -> None:
         logger.debug("%d to %s: %s", status, self.client, reason)
@@ -225,22 +223,21 @@ class RequestResponseCycle:
         self.conn, self.method, self.version = conn, method, version
         self.framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
         self.body: RequestBody = None  # type: ignore[assignment]  # set by Connection.handle
-        self.started = False  # start_response was called
-        self.error: wsgi.ClientError | None = None  # the body could not be read, or the client left
+        self.error: wsgi.ClientError | None = None  # the body failed, or the client left
         self.log_line: dict[str, Any] = {}
 
     def start_response(self, status: str, headers: list[tuple[str, str]],
                        exc_info: ExcInfo | None = None) -> Callable[[bytes], None]:
+        framer = self.framer
         code, fields, status_line = wsgi.check_response(
-            status, headers, exc_info, started=self.started, head_sent=self.framer.head_sent)
+            status, headers, exc_info, started=bool(framer.status), head_sent=framer.head_sent)
         state = self.conn.server.state  # the framer checks the rest, as for ASGI apps
-        self.framer.start(code, fields, state.default_headers, state.default_headers_bytes)
-        self.framer.parts[0] = status_line  # the app's own reason phrase
-        self.started = True
+        framer.start(code, fields, state.default_headers, state.default_headers_bytes)
+        framer.parts[0] = status_line  # the app's own reason phrase
         return self.write
 
     def write(self, data: bytes) -> None:  # PEP 3333's write() callable, and each result item
-        if not self.started:
+        if not self.framer.status:
             raise http1.ResponseError("a body before start_response()")
         if data:  # PEP 3333: no head "until the first non-empty bytestring"
             self.send(data, True)
@@ -259,10 +256,11 @@ class RequestResponseCycle:
         except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
             raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
 
-    def send_file(self, wrapper: wsgi.FileWrapper, length: int) -> None:
+    def send_file(self, wrapper: wsgi.FileWrapper) -> None:
         """Send a file with ``socket.sendfile`` (PEP 3333, "Optional Platform-Specific File
         Handling"): ``os.sendfile`` when it has a fileno, else its ``read()`` in a loop."""
-        self.send(b"", True)  # the head alone: the app's Content-Length frames the body
+        length = self.framer.remaining or 0  # the app's Content-Length frames the body
+        self.send(b"", True)  # the head alone
         try:
             self.conn.sock.settimeout(SEND_TIMEOUT)
             self.framer.remaining = length - self.conn.sock.sendfile(wrapper.filelike,
@@ -283,19 +281,19 @@ class RequestResponseCycle:
         Whatever the app raises stays here: 500 when no byte of the response is out, else
         close; the result's ``close()`` is always called (PEP 3333)."""
         result: Iterable[bytes] | None = None
+        framer = self.framer  # framer.status: 0 until start_response accepted a status
         try:
             result = self.conn.server.app(environ, self.start_response)
-            if isinstance(result, (list, tuple)) and len(result) == 1 and self.started:
+            if isinstance(result, (list, tuple)) and len(result) == 1 and framer.status:
                 self.send(result[0], False)  # the whole body: a Content-Length frames it
                 return self.finish()
-            length = self.framer.remaining
-            if isinstance(result, wsgi.FileWrapper) and self.started and length \
-                    and not self.framer.no_body:
-                self.send_file(result, length)  # the app gave a Content-Length: no chunks
+            if isinstance(result, wsgi.FileWrapper) and framer.status and framer.remaining \
+                    and not framer.no_body:
+                self.send_file(result)  # the app gave a Content-Length: no chunks
             else:
                 for data in result:
                     self.write(data)
-            if not self.started:
+            if not framer.status:
                 raise http1.ResponseError("the app returned without calling start_response")
             self.send(b"", False)
             return self.finish()
@@ -310,7 +308,7 @@ class RequestResponseCycle:
             except BaseException as exc:
                 logger.error("Exception in the WSGI result's close()", exc_info=exc)
         status = 500 if self.error is None else self.error.status
-        if self.framer.head_sent or not status:
+        if framer.head_sent or not status:
             self.conn.close()
         else:
             self.conn.send_error(status, "the app failed", head=self.method == "HEAD")
@@ -433,9 +431,7 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
     if shutdown is None:
         shutdown = threading.Event()
         if threading.current_thread() is threading.main_thread():
-            stop = shutdown
-
-            def on_signal(signum: int, frame: object) -> None:
+            def on_signal(signum: int, frame: object, stop: threading.Event = shutdown) -> None:
                 if stop.is_set():  # uvicorn: a second Ctrl+C does not wait any more
                     raise KeyboardInterrupt
                 stop.set()
