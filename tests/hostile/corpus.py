@@ -522,6 +522,16 @@ WSGI_LIMITS: dict[str, str] = {
                      " (PEP 3333 keys cannot tell '_' from '-'; want it echoed)",
 }
 TOY_GAPS["toy-wsgi"] = WSGI_LIMITS
+# The sync worker answers one request per connection (gunicorn's sync worker too): every
+# response says Connection: close, and a stalled client holds the only thread.
+TOY_GAPS["toy-wsgi-sync"] = {
+    **WSGI_LIMITS,
+    **{case.name: "200 with 'Connection: close', NEXT unanswered: the sync worker keeps no"
+                  " connection alive (want the next request answered)"
+       for case in CASES if not case.rejected and case.then == "next"},
+    "test_stalled_clients_do_not_block_others": "the stalled clients are answered (408) before"
+                                                " the other one: one thread serves them in turn",
+}
 
 KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
     "uvicorn": UVICORN_DIFFERS, "gunicorn": {**GUNICORN_DIFFERS, **WSGI_LIMITS}, **TOY_GAPS}
