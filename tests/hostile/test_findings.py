@@ -6,7 +6,7 @@ behaviour, plus the echo app. Toy servers start through ``launch.py`` (the corpu
 deadlines and 4 KiB body limit) or, where a test needs other settings (the access log, a long
 graceful-shutdown timeout, no body limit), through ``python -m toyservers`` with flags. uvicorn
 (httptools + uvloop) runs where it has the behaviour under test, as the reference: it passing
-shows the test is right.  toy-wsgi (gthread, 4 threads, so ``/status`` answers while a request
+shows the test is right. toy-wsgi (gthread, 4 threads, so ``/status`` answers while a request
 runs) serves ``tests/support/wsgi_misbehaving_app.py``, the same routes as a WSGI app, in the
 tests about framing, limits, deadlines, app failures, shutdown and the log; the ASGI-only ones
 (``send()`` after a disconnect, mistakes in ASGI response messages) leave it out.
