@@ -1,8 +1,8 @@
 """The WSGI glue a WSGI server shares: the environ, start_response's checks, FileWrapper.
 
-A WSGI server module reads requests and writes responses its own way (sockets, threads, an
-event loop under an ASGI adapter); what PEP 3333 asks of every server is written here once,
-without any I/O, as ``toyservers.asgi`` does for ASGI:
+A WSGI server reads requests and writes responses its own way (toy-wsgi with sockets and
+threads; a WSGI-under-ASGI adapter would with an event loop); what PEP 3333 asks of every
+server is written here once, without any I/O, as ``toyservers.asgi`` does for ASGI:
 
 - ``build_environ``: the environ of one parsed request: the CGI variables, the ``wsgi.*``
   keys, and the header fields as ``HTTP_*`` keys;
