@@ -24,8 +24,10 @@ import pytest
 from apps.flask_user import app as flask_app
 from apps.wsgi_user import app as wsgi_user_app
 from bench.process import ServerProcess, free_port
+from toyservers import wsgi
 from toyservers.cli import app_interface
 from toyservers.config import Config
+from toyservers.http1 import ResponseError
 from toyservers.registry import SERVERS
 from toyservers.wsgi_server import serve
 
@@ -165,6 +167,7 @@ def test_every_required_environ_key(model: str) -> None:
     assert env["SCRIPT_NAME"] == "/mount"  # root_path, no trailing slash (PEP 3333)
     assert env["PATH_INFO"] == "/a b\u00c3\u00a9/c/d"  # decoded bytes as latin-1
     assert env["QUERY_STRING"] == "x=1&y=%20"  # as received
+    assert env["RAW_URI"] == "/mount/a%20b%C3%A9/c%2Fd?x=1&y=%20"  # gunicorn's: the target
     assert (env["CONTENT_TYPE"], env["CONTENT_LENGTH"]) == ("text/plain", "5")
     assert (env["SERVER_NAME"], env["SERVER_PORT"]) == ("127.0.0.1", str(port))
     assert env["SERVER_PROTOCOL"] == "HTTP/1.1"
@@ -636,3 +639,46 @@ def test_access_log_line_and_an_unknown_worker_class(caplog: pytest.LogCaptureFi
     assert '- "GET /p%0d?q=1 HTTP/1.1" 200' in caplog.text  # the raw target: no forged line
     with pytest.raises(ValueError, match="worker_class is 'sync' or 'gthread'"):
         serve(echo_app, Config(worker_class="eventlet"))  # type: ignore[arg-type]
+
+
+# --- the WSGI glue (toyservers/wsgi.py), without sockets -----------------------------------------
+
+
+def test_path_info_decodes_as_latin1_and_drops_the_script_name() -> None:
+    assert wsgi.path_info(b"/a%20b%C3%A9", "") == "/a b\u00c3\u00a9"
+    assert wsgi.path_info(b"/mount/x", "/mount") == "/x"
+    assert wsgi.path_info(b"/mount", "/mount") == ""
+    assert wsgi.path_info(b"/mountain", "/mount") == "/mountain"  # not a path prefix
+
+
+@pytest.mark.parametrize(("status", "headers"), [
+    ("200", []), ("20 OK", []), ("200OK", []), (b"200 OK", []), ("200 O\nK", []),
+    ("200 OK", [("Connection", "close")]), ("200 OK", [("X-A", b"1")]),
+])
+def test_check_response_refuses_what_pep_3333_forbids(status: Any, headers: Any) -> None:
+    with pytest.raises(ResponseError):
+        wsgi.check_response(status, headers, started=False, head_sent=False)
+
+
+def test_check_response_and_the_exc_info_rules() -> None:
+    assert wsgi.check_response("299 Custom Phrase", [("X-A", "caf\u00e9")], started=False,
+                               head_sent=False) == \
+        (299, [(b"X-A", b"caf\xe9")], b"HTTP/1.1 299 Custom Phrase\r\n")
+    with pytest.raises(ResponseError, match="twice"):
+        wsgi.check_response("200 OK", [], started=True, head_sent=False)
+    try:
+        raise KeyError("from the app")
+    except KeyError:
+        exc_info: Any = sys.exc_info()
+    assert wsgi.check_response("500 Oops", [], exc_info, started=True, head_sent=False)[0] == 500
+    with pytest.raises(KeyError, match="from the app"):
+        wsgi.check_response("500 Oops", [], exc_info, started=True, head_sent=True)
+
+
+def test_input_stream_reads_pieces_as_pep_3333_asks() -> None:
+    pieces = [b"ab", b"c\nde", b"f\n", b"g", b""]
+    stream = wsgi.input_stream(lambda: pieces.pop(0) if pieces else b"")
+    assert stream.read(1) == b"a"
+    assert stream.readline() == b"bc\n"
+    assert list(stream) == [b"def\n", b"g"]
+    assert stream.read() == b""

@@ -2,18 +2,17 @@
 
 I/O model: blocking sockets, and gunicorn's two worker models (``config.worker_class``).
 ``sync``: the thread in ``serve()`` accepts a connection, reads one request, runs the app,
-answers with ``Connection: close`` and closes, then accepts the next: like gunicorn's sync
-worker it keeps nothing alive, since an idle keep-alive client would hold the only thread.
-``gthread``: ``config.threads`` pool threads run the app while the main thread accepts and
-watches idle connections with a selector; a readable connection goes to the pool and comes
-back after a response that keeps it alive, so an idle keep-alive connection holds no thread
-(the main thread closes it after ``timeout_keep_alive``). Every read has a deadline:
+answers with ``Connection: close`` and closes: like gunicorn's sync worker it keeps nothing
+alive, since an idle keep-alive client would hold the only thread. ``gthread``:
+``config.threads`` pool threads run the app while the main thread accepts and watches idle
+connections with a selector: a readable one goes to the pool and comes back after a response
+that keeps it alive, so an idle connection holds no thread. Every read has a deadline:
 ``timeout_keep_alive`` before a request's first byte, ``timeout_headers`` to the end of its
 head, ``timeout_body`` per pause in its body (a slow head or body gets 408). Requests are read
-with the project's sans-IO parser (``http1_parser``) and answered with the rules of
-``http1`` (targets, error responses, ``ResponseFramer``), which toy-raw runs on asyncio: one
-parser for the project, hardened and tested once. ``serve()`` is a plain blocking function
-stopped by a ``threading.Event``, where the ASGI servers' is a coroutine.
+with the project's sans-IO parser (``http1_parser``, which toy-raw runs on asyncio) and
+answered with the rules of ``http1`` (targets, error responses, ``ResponseFramer``); the PEP
+3333 glue (environ, ``start_response``'s checks, ``wsgi.input``) is ``toyservers.wsgi``.
+``serve()`` is a plain blocking function stopped by a ``threading.Event``.
 
 Deliberately left out: TLS, pre-forked processes (``workers``), ``limit_concurrency``, request
 trailers reaching the app (checked, dropped), ``sendfile`` without a Content-Length (the file
@@ -26,16 +25,16 @@ buffering and streaming, the write() callable, platform-specific file handling, 
 expect/continue, hop-by-hop headers); RFC 9112 §2-§7, §9; RFC 9110 §10.1.1 (Expect).
 
 Compare with: gunicorn/workers/sync.py, gunicorn/workers/gthread.py (the poller,
-``murder_keepalived``), gunicorn/http/wsgi.py (``create``, ``Response``, ``FileWrapper``), and
-wsgiref/handlers.py (``BaseHandler``).
+``murder_keepalived``), gunicorn/http/wsgi.py (``Response``), wsgiref/handlers.py
+(``BaseHandler``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import io
 import logging
+import os
 import queue
 import selectors
 import signal
@@ -43,13 +42,12 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any
-from urllib.parse import unquote_to_bytes
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from toyservers import asgi, http1
+from toyservers import asgi, http1, wsgi
 from toyservers._server import ServerState
-from toyservers._types import Environ, ExcInfo, Headers, WSGIApp
+from toyservers._types import Environ, ExcInfo, WSGIApp
 from toyservers.config import Config
 from toyservers.http1_parser import (
     BadRequest,
@@ -67,46 +65,6 @@ READ_SIZE = 64 * 1024  # bytes asked of one recv()
 SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is gone (gunicorn: 30)
 LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
 TICK = 0.25  # how often the main loop looks at the shutdown Event (it has no fd to select on)
-# PEP 3333, "Other HTTP Features": "applications ... must not generate any 'hop-by-hop'
-# headers" (RFC 2616 §13.5.1's list): they describe this connection, which is the server's.
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
-                        "te", "trailers", "transfer-encoding", "upgrade"})
-
-
-class ClientError(OSError):
-    """A body that cannot be read (``status``: the answer, 400, 408, 413 or 431), or a client
-    gone (``status`` 0: nothing to answer). ``wsgi.input`` and ``write()`` raise it."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-
-
-# ------------------------------------------------------------------------------- wire helpers
-
-
-def path_info(raw_path: bytes, script_name: str) -> str:
-    """PEP 3333 ``PATH_INFO``: the path percent-decoded, as a latin-1 "native string" (bytes
-    0-255 as code points 0-255), less a ``SCRIPT_NAME`` prefix the client sent (as gunicorn)."""
-    path = unquote_to_bytes(raw_path).decode("latin-1")
-    if script_name and (path == script_name or path.startswith(script_name + "/")):
-        path = path[len(script_name):]
-    return path
-
-
-class FileWrapper:
-    """PEP 3333 ``wsgi.file_wrapper``: iterates ``filelike`` in blocks; the server sends it with
-    ``socket.sendfile`` instead when it has a ``fileno()`` and the app gave a Content-Length."""
-
-    def __init__(self, filelike: IO[bytes], blksize: int = 8192) -> None:
-        self.filelike, self.blksize = filelike, blksize
-
-    def __iter__(self) -> Iterator[bytes]:
-        while block := self.filelike.read(self.blksize):
-            yield block
-
-    def close(self) -> None:
-        getattr(self.filelike, "close", lambda: None)()
 
 
 # -------------------------------------------------------------------------------- connection
@@ -175,7 +133,13 @@ class Connection:
         keep_alive = keep_alive and self.server.threaded and not self.server.stopping.is_set()
         cycle = RequestResponseCycle(self, method, version, keep_alive)
         cycle.body = RequestBody(cycle, content_length or 0, decoder, expect_100)
-        return cycle.run_wsgi(cycle.build_environ(raw_path, query, headers))
+        if self.server.access_log:
+            cycle.log_line = {"method": method, "raw_path": raw_path, "query_string": query,
+                              "http_version": version}
+        return cycle.run_wsgi(wsgi.build_environ(
+            method, version, target, raw_path, query, headers, root_path=config.root_path,
+            server=self.server.address, client=self.client,
+            body=wsgi.input_stream(cycle.body.read), multithread=self.server.threaded))
 
     def send_error(self, status: int, reason: str, head: bool = False) -> None:
         logger.debug("%d to %s: %s", status, self.client, reason)
@@ -200,32 +164,21 @@ class Connection:
 # ----------------------------------------------------------------------------- WSGI interface
 
 
-class RequestBody(io.RawIOBase):
-    """The request body as a raw stream, Content-Length counted or chunked decoded, never read
-    past its end; ``wsgi.input`` is an ``io.BufferedReader`` on it, which gives PEP 3333's
-    ``read(size)``, ``readline(size)``, ``readlines(hint)`` and iteration. The first read sends
-    ``100 Continue`` to a client waiting for it (PEP 3333, "HTTP 1.1 Expect/Continue": when
-    "the application first attempts to read from the input stream"). Raises ClientError."""
+class RequestBody:
+    """The request body, Content-Length counted or chunked decoded, never read past its end
+    (``wsgi.input`` reads it through ``wsgi.input_stream``). The first read sends ``100
+    Continue`` to a client waiting for it (PEP 3333, "HTTP 1.1 Expect/Continue": when "the
+    application first attempts to read from the input stream"). Raises wsgi.ClientError."""
 
     def __init__(self, cycle: RequestResponseCycle, content_length: int,
                  decoder: ChunkedDecoder | None, expect_100: bool) -> None:
         self.cycle, self.conn = cycle, cycle.conn
         self.remaining = content_length  # Content-Length bytes not yet taken from the socket
         self.decoder, self.expect_100 = decoder, expect_100
-        self.pending = b""  # decoded bytes readinto() could not take yet
         self.received = 0  # chunked body bytes decoded (for max_body_size)
         self.done = decoder is None and not content_length  # the body is all read
 
-    def readable(self) -> bool:  # io.BufferedReader asks
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.pending or self._read()
-        size = min(len(buffer), len(data))
-        buffer[:size], self.pending = data[:size], data[size:]
-        return size
-
-    def _read(self) -> bytes:
+    def read(self) -> bytes:
         """The next body bytes, b"" once the body has ended."""
         conn, config = self.conn, self.conn.config
         if self.expect_100:
@@ -248,15 +201,15 @@ class RequestBody(io.RawIOBase):
                 if data:
                     return data
                 if not self.done and not conn.recv(time.monotonic() + config.timeout_body):
-                    raise ClientError(0, "the client closed during the request body")
+                    raise wsgi.ClientError(0, "the client closed during the request body")
             return b""
         except (BadRequest, OSError) as exc:  # 400, 413, 431; 408 on TimeoutError; 0: gone
             raise self.cycle.fail(exc) from None
 
     def drain(self) -> bool:
         """Drop what the app left of the body, as gunicorn does; False if it cannot be read."""
-        with contextlib.suppress(ClientError):
-            while self._read():
+        with contextlib.suppress(wsgi.ClientError):
+            while self.read():
                 pass
             return True
         return False
@@ -270,73 +223,22 @@ class RequestResponseCycle:
         self.conn, self.method, self.version = conn, method, version
         self.framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
         self.body: RequestBody = None  # type: ignore[assignment]  # set by Connection.handle
-        self.started = False  # start_response was called
-        self.error: ClientError | None = None  # the body could not be read, or the client left
+        self.error: wsgi.ClientError | None = None  # the body failed, or the client left
         self.log_line: dict[str, Any] = {}
-
-    def build_environ(self, raw_path: bytes, query: bytes, headers: Headers) -> Environ:
-        server, client = self.conn.server, self.conn.client
-        script_name = server.config.root_path.rstrip("/")  # PEP 3333: no trailing slash
-        environ: Environ = {
-            "REQUEST_METHOD": self.method, "SCRIPT_NAME": script_name,
-            "PATH_INFO": path_info(raw_path, script_name), "QUERY_STRING": query.decode("latin-1"),
-            "SERVER_NAME": server.address[0], "SERVER_PORT": str(server.address[1]),
-            "SERVER_PROTOCOL": "HTTP/" + self.version,
-            "REMOTE_ADDR": client[0], "REMOTE_PORT": str(client[1]),
-            "wsgi.version": (1, 0), "wsgi.url_scheme": "http",
-            "wsgi.input": io.BufferedReader(self.body),
-            "wsgi.input_terminated": True,  # the input ends where the body does, chunked too
-            "wsgi.errors": sys.stderr,
-            "wsgi.multithread": server.threaded,
-            "wsgi.multiprocess": False,  # one process: no pre-forked workers
-            "wsgi.run_once": False,
-            "wsgi.file_wrapper": FileWrapper,
-        }
-        for name, value in headers:
-            if name == b"content-type" or name == b"content-length":
-                key = name.decode().upper().replace("-", "_")
-            elif b"_" in name:  # X_User would pass for X-User: dropped, as gunicorn does
-                continue
-            else:
-                key = "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
-            text = value.decode("latin-1")
-            # RFC 9110 §5.3: repeated field lines are one list, joined with ", "
-            environ[key] = environ[key] + ", " + text if key in environ else text
-        if server.access_log:
-            self.log_line = {"method": self.method, "raw_path": raw_path,
-                             "query_string": query, "http_version": self.version}
-        return environ
 
     def start_response(self, status: str, headers: list[tuple[str, str]],
                        exc_info: ExcInfo | None = None) -> Callable[[bytes], None]:
-        if exc_info is not None:
-            try:  # PEP 3333: "if ... headers have already been sent, start_response must
-                if self.framer.head_sent:  # raise an error, and should re-raise ... exc_info"
-                    raise exc_info[1].with_traceback(exc_info[2])
-            finally:
-                exc_info = None  # PEP 3333: avoid a circular reference through the traceback
-        elif self.started:
-            raise http1.ResponseError("start_response called twice without exc_info")
-        if type(status) is not str or len(status) < 4 or not status[:3].isdigit() \
-                or status[3] != " " or http1.bad_field_value(status.encode("latin-1")):
-            raise http1.ResponseError(f"invalid status {status!r}: '200 OK' is the shape")
-        fields = []
-        for name, value in headers:  # PEP 3333: "a list of (header_name, header_value)"
-            if type(name) is not str or type(value) is not str:
-                raise http1.ResponseError(f"header {name!r}: names and values are str")
-            if name.lower() in HOP_BY_HOP:
-                raise http1.ResponseError(f"hop-by-hop header {name!r} is the server's")
-            fields.append((name.encode("latin-1"), value.encode("latin-1")))
+        framer = self.framer
+        code, fields, status_line = wsgi.check_response(
+            status, headers, exc_info, started=bool(framer.status), head_sent=framer.head_sent)
         state = self.conn.server.state  # the framer checks the rest, as for ASGI apps
-        self.framer.start(int(status[:3]), fields, state.default_headers,
-                          state.default_headers_bytes)
-        self.framer.parts[0] = b"HTTP/1.1 %s\r\n" % status.encode("latin-1")  # its own phrase
-        self.started = True
+        framer.start(code, fields, state.default_headers, state.default_headers_bytes)
+        framer.parts[0] = status_line  # the app's own reason phrase
         return self.write
 
-    def write(self, data: bytes) -> None:  # PEP 3333's write() callable
-        if not self.started:
-            raise http1.ResponseError("write() before start_response()")
+    def write(self, data: bytes) -> None:  # PEP 3333's write() callable, and each result item
+        if not self.framer.status:
+            raise http1.ResponseError("a body before start_response()")
         if data:  # PEP 3333: no head "until the first non-empty bytestring"
             self.send(data, True)
 
@@ -352,24 +254,25 @@ class RequestResponseCycle:
             if out:
                 conn.sendall(out)
         except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
-            raise self.fail(ClientError(0, f"the client went away: {exc}")) from None
+            raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
 
-    def send_file(self, wrapper: FileWrapper, length: int) -> None:
+    def send_file(self, wrapper: wsgi.FileWrapper) -> None:
         """Send a file with ``socket.sendfile`` (PEP 3333, "Optional Platform-Specific File
         Handling"): ``os.sendfile`` when it has a fileno, else its ``read()`` in a loop."""
-        self.send(b"", True)  # the head alone: the app's Content-Length frames the body
+        length = self.framer.remaining or 0  # the app's Content-Length frames the body
+        self.send(b"", True)  # the head alone
         try:
             self.conn.sock.settimeout(SEND_TIMEOUT)
             self.framer.remaining = length - self.conn.sock.sendfile(wrapper.filelike,
                                                                      count=length)
         except OSError as exc:
-            raise self.fail(ClientError(0, f"the client went away: {exc}")) from None
+            raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
 
-    def fail(self, exc: Exception) -> ClientError:
+    def fail(self, exc: Exception) -> wsgi.ClientError:
         """The body cannot be read or the client left: no next request on this connection."""
-        if not isinstance(exc, ClientError):  # RFC 9110 §15.5.9: 408 for a body too slow
+        if not isinstance(exc, wsgi.ClientError):  # RFC 9110 §15.5.9: 408 for a body too slow
             status = 408 if isinstance(exc, TimeoutError) else getattr(exc, "status", 0)
-            exc = ClientError(status, str(exc) or "timed out reading the body")
+            exc = wsgi.ClientError(status, str(exc) or "timed out reading the body")
         self.error, self.body.done, self.framer.keep_alive = exc, True, False
         return exc
 
@@ -378,22 +281,19 @@ class RequestResponseCycle:
         Whatever the app raises stays here: 500 when no byte of the response is out, else
         close; the result's ``close()`` is always called (PEP 3333)."""
         result: Iterable[bytes] | None = None
+        framer = self.framer  # framer.status: 0 until start_response accepted a status
         try:
             result = self.conn.server.app(environ, self.start_response)
-            if isinstance(result, (list, tuple)) and len(result) == 1 and self.started:
+            if isinstance(result, (list, tuple)) and len(result) == 1 and framer.status:
                 self.send(result[0], False)  # the whole body: a Content-Length frames it
                 return self.finish()
-            length = self.framer.remaining
-            if isinstance(result, FileWrapper) and self.started and length \
-                    and not self.framer.no_body:
-                self.send_file(result, length)  # the app gave a Content-Length: no chunks
+            if isinstance(result, wsgi.FileWrapper) and framer.status and framer.remaining \
+                    and not framer.no_body:
+                self.send_file(result)  # the app gave a Content-Length: no chunks
             else:
                 for data in result:
-                    if data and not self.started:
-                        raise http1.ResponseError("a body before start_response()")
-                    if data:
-                        self.send(data, True)
-            if not self.started:
+                    self.write(data)
+            if not framer.status:
                 raise http1.ResponseError("the app returned without calling start_response")
             self.send(b"", False)
             return self.finish()
@@ -408,7 +308,7 @@ class RequestResponseCycle:
             except BaseException as exc:
                 logger.error("Exception in the WSGI result's close()", exc_info=exc)
         status = 500 if self.error is None else self.error.status
-        if self.framer.head_sent or not status:
+        if framer.head_sent or not status:
             self.conn.close()
         else:
             self.conn.send_error(status, "the app failed", head=self.method == "HEAD")
@@ -449,15 +349,12 @@ class WSGIServer:
         """Answer the requests on ``conn`` until none is waiting; in gthread, then hand it back
         to the main thread (a sync connection never stays alive: ``handle`` closes it)."""
         try:
-            while conn.handle():
-                if self.stopping.is_set():
-                    conn.close()
-                elif not conn.buffer:  # nothing pipelined: back to the main thread's watch
+            while conn.handle() and not self.stopping.is_set():
+                if not conn.buffer:  # nothing pipelined: back to the main thread's watch
                     self.returned.put(conn)
                     self.wake_w.send(b"\0")
-                else:
-                    continue
-                return
+                    return
+            conn.close()  # closed already, unless the server is stopping
         except BaseException as exc:
             logger.error("Exception in the connection", exc_info=exc)
             conn.close()
@@ -473,14 +370,13 @@ class WSGIServer:
             timeout = min([TICK, *(c.idle_deadline - now for c in self.idle)])
             for key, _ in selector.select(max(timeout, 0)):
                 if key.fileobj is self.listener:
-                    conn = None
                     with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
                         sock, (host, port, *_) = self.listener.accept()
                         conn = Connection(self, sock, (host, port))
-                    if conn is not None and self.threaded:
-                        self.watch(conn)  # gthread: a pool thread takes it once readable
-                    elif conn is not None:
-                        self.work(conn)  # sync: answered here, then closed
+                        if self.threaded:
+                            self.watch(conn)  # gthread: a pool thread takes it once readable
+                        else:
+                            self.work(conn)  # sync: answered here (work raises nothing)
                 elif key.fileobj is self.wake_r:
                     self.wake_r.recv(4096)
                     while not self.returned.empty():
@@ -535,9 +431,13 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
     if shutdown is None:
         shutdown = threading.Event()
         if threading.current_thread() is threading.main_thread():
-            stop = shutdown.set
+            def on_signal(signum: int, frame: object, stop: threading.Event = shutdown) -> None:
+                if stop.is_set():  # uvicorn: a second Ctrl+C does not wait any more
+                    raise KeyboardInterrupt
+                stop.set()
+
             for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda signum, frame: stop())
+                signal.signal(sig, on_signal)
     if sock is None:
         sock = socket.create_server((config.host, config.port), backlog=config.backlog)
     sock.listen(config.backlog)
@@ -559,11 +459,12 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
 
 
 def run(app: WSGIApp, config: Config) -> None:
-    """Block serving ``app``; exit with one line (status 1) when the address cannot be bound."""
+    """Block serving ``app``; exit with one line (status 1) when the address cannot be bound,
+    and at once on a second SIGINT or SIGTERM, apps still running or not."""
     try:
         serve(app, config)
     except OSError as exc:
         logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
         sys.exit(1)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # the interpreter would wait for the pool's threads at exit
+        os._exit(1)

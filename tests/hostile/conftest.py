@@ -1,7 +1,11 @@
 """One server process per server per module, started on a free port with the corpus' settings.
 
-Toy servers run through ``launch.py`` (short deadlines, small body limit); uvicorn runs with
-its registry command plus ``--timeout-keep-alive``, the one matching flag it has. Servers are
+Toy servers run through ``launch.py`` (short deadlines, small body limit; toy-wsgi with the
+gthread worker, which keeps connections alive, and as ``toy-wsgi-sync`` with the sync one);
+uvicorn runs with its registry command plus ``--timeout-keep-alive``, the one matching flag it
+has, and gunicorn (the WSGI reference) with its gthread worker and the matching flags it has
+(keep-alive, request-line and field limits).
+WSGI servers answer with ``tests/support/wsgi_echo_app.py``, the same JSON. Servers are
 started by ``tests/support/running.py`` (as in tests/conformance): a toy server whose module
 does not exist yet makes its tests fail with a clear message (never a skip).
 """
@@ -18,16 +22,30 @@ from tests.hostile import corpus
 from tests.support.running import RunningServer, running_server
 from toyservers.registry import get
 
-APP = "tests.support.echo_app:app"
-SERVERS = ["toy-raw", "toy-h11", "toy-httptools", "uvicorn"]
+APPS = {"asgi": "tests.support.echo_app:app", "wsgi": "tests.support.wsgi_echo_app:app"}
+SERVERS = ["toy-raw", "toy-h11", "toy-httptools", "uvicorn", "toy-wsgi", "toy-wsgi-sync",
+           "gunicorn"]
+# A test server name that is a registry name plus a worker model: toy-wsgi's sync worker.
+VARIANTS = {"toy-wsgi-sync": ("toy-wsgi", "sync")}
+# gunicorn's gthread worker keeps connections alive (its sync worker closes after each
+# response); its limits: the request line (at most 8190), fields per request, bytes per field.
+GUNICORN = ("--worker-class", "gthread", "--threads", "4", "--graceful-timeout", "1",
+            "--keep-alive", str(corpus.TIMEOUT_KEEP_ALIVE), "--limit-request-line", "8190",
+            "--limit-request-fields", str(corpus.MAX_HEADERS),
+            "--limit-request-field_size", str(corpus.MAX_HEADER_SIZE))
 
 
 def command(name: str, port: int) -> list[str]:
     """argv serving the echo app on ``127.0.0.1:port`` with the corpus' settings."""
+    name, worker_class = VARIANTS.get(name, (name, "gthread"))
     spec = get(name)
+    app = APPS[spec.interface]
     if spec.kind == "toy":
-        return [sys.executable, "-m", "tests.hostile.launch", name, APP, str(port)]
-    return [*spec.command(APP, "127.0.0.1", port),
+        return [sys.executable, "-m", "tests.hostile.launch", name, app, str(port),
+                worker_class]
+    if name == "gunicorn":
+        return [*spec.command(app, "127.0.0.1", port), *GUNICORN]
+    return [*spec.command(app, "127.0.0.1", port),
             "--timeout-keep-alive", str(corpus.TIMEOUT_KEEP_ALIVE)]
 
 
@@ -54,5 +72,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def server(request: pytest.FixtureRequest) -> Iterator[RunningServer]:
     """The server named by the test's ``server`` parameter, shared by the whole module."""
     name: str = request.param
-    with running_server(name, lambda port: command(name, port)) as server:
+    with running_server(VARIANTS.get(name, (name,))[0], lambda port: command(name, port)) \
+            as server:
         yield server

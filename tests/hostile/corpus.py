@@ -13,8 +13,9 @@ Every case is one byte string written to a fresh connection in a single ``sendal
   (HTTP/1.0 without keep-alive) a close with ``NEXT`` unanswered.
 
 The servers run with the small limits and short deadlines below (``launch.py`` builds the toy
-servers' Config from them). Where uvicorn, the reference, answers otherwise than the RFC or our
-contract (``UVICORN_DIFFERS``), or a toy server inherits a gap from its parser (``TOY_GAPS``),
+servers' Config from them). Where uvicorn or gunicorn, the references, answer otherwise than the
+RFC or our contract (``UVICORN_DIFFERS``, ``GUNICORN_DIFFERS``), where WSGI cannot carry what is
+checked (``WSGI_LIMITS``), or a toy server inherits a gap from its parser (``TOY_GAPS``),
 the case is listed in ``KNOWN_DIFFERENCES``: the tests mark exactly those
 ``xfail(strict=True)``, so the table documents the differences and a release that changes one
 makes the suite fail until the table is updated.
@@ -493,7 +494,47 @@ TOY_GAPS: dict[str, dict[str, str]] = {
     },
 }
 
-KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {"uvicorn": UVICORN_DIFFERS, **TOY_GAPS}
+# --- where gunicorn (gthread worker, the WSGI reference) differs --------------------------------
+GUNICORN_DIFFERS: dict[str, str] = {
+    "te_gzip_then_chunked": "200: the gzip coding is ignored, coded bytes reach the app"
+                            " (want 501)",
+    "cl_overflow": "no answer: Python's int takes the 21-digit length and no body limit refuses"
+                   " it, so gunicorn waits for the body (want 400 or 413)",
+    "chunk_size_overflow": "no answer: the huge chunk size is taken and waited for, no body"
+                           " limit (want 400 or 413)",
+    "line_http2": "400 'Invalid HTTP Version' (want 505)",
+    "line_http3": "400 'Invalid HTTP Version' (want 505)",
+    "host_missing": "200: Host is not required for HTTP/1.1 (want 400)",
+    "limit_body_declared": "no answer: no body limit, waits for the declared body (want 413)",
+    "limit_body_chunked": "200: no body limit (want 413)",
+    "test_stalled_headers_get_408_and_close": "no header deadline: the connection waits until"
+                                              " the worker timeout (want 408 and close)",
+    "test_trickled_headers_hit_the_whole_block_deadline": "no header deadline: a slowloris"
+                                                          " client is not cut (want 408)",
+    "test_stalled_body_gets_408_and_close": "no body deadline: waits (want 408 and close)",
+}
+
+# --- what no WSGI server can pass on -----------------------------------------------------------
+# PEP 3333 hands the app CGI-style keys (HTTP_X_USER for X-User), where '-' and '_' are one
+# character: a name with '_' would pass for its '-' twin, so toy-wsgi and gunicorn drop it.
+WSGI_LIMITS: dict[str, str] = {
+    "ok_tchar_name": "200 without the field: a name holding '_' is dropped from the environ"
+                     " (PEP 3333 keys cannot tell '_' from '-'; want it echoed)",
+}
+TOY_GAPS["toy-wsgi"] = WSGI_LIMITS
+# The sync worker answers one request per connection (gunicorn's sync worker too): every
+# response says Connection: close, and a stalled client holds the only thread.
+TOY_GAPS["toy-wsgi-sync"] = {
+    **WSGI_LIMITS,
+    **{case.name: "200 with 'Connection: close', NEXT unanswered: the sync worker keeps no"
+                  " connection alive (want the next request answered)"
+       for case in CASES if not case.rejected and case.then == "next"},
+    "test_stalled_clients_do_not_block_others": "the stalled clients are answered (408) before"
+                                                " the other one: one thread serves them in turn",
+}
+
+KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
+    "uvicorn": UVICORN_DIFFERS, "gunicorn": {**GUNICORN_DIFFERS, **WSGI_LIMITS}, **TOY_GAPS}
 """server -> case or test name -> what that server answers instead (each a strict xfail)."""
 
 

@@ -6,7 +6,10 @@ behaviour, plus the echo app. Toy servers start through ``launch.py`` (the corpu
 deadlines and 4 KiB body limit) or, where a test needs other settings (the access log, a long
 graceful-shutdown timeout, no body limit), through ``python -m toyservers`` with flags. uvicorn
 (httptools + uvloop) runs where it has the behaviour under test, as the reference: it passing
-shows the test is right.
+shows the test is right. toy-wsgi (gthread, 4 threads, so ``/status`` answers while a request
+runs) serves ``tests/support/wsgi_misbehaving_app.py``, the same routes as a WSGI app, in the
+tests about framing, limits, deadlines, app failures, shutdown and the log; the ASGI-only ones
+(``send()`` after a disconnect, mistakes in ASGI response messages) leave it out.
 
 Nothing here sleeps to synchronise: a test learns that the app has a request through the app's
 ``/status`` route, that the server stopped listening by polling ``connect()``, and reads
@@ -60,9 +63,13 @@ from tests.hostile.wire import (
 from tests.support.running import RunningServer, running_server
 from toyservers.registry import _script, get
 
-APP = "tests.support.misbehaving_app:app"
+APPS = {"asgi": "tests.support.misbehaving_app:app",
+        "wsgi": "tests.support.wsgi_misbehaving_app:app"}
 TOYS = ["toy-raw", "toy-h11", "toy-httptools"]
 WITH_UVICORN = [*TOYS, "uvicorn"]
+# toy-wsgi (gthread, 4 threads) runs the findings that are about framing, limits, deadlines,
+# the app's failures and shutdown; not those about ASGI's send() or its response messages.
+WSGI = ["toy-wsgi"]
 
 EXCHANGE_TIMEOUT = 3.0  # seconds; a correct server answers every request here in milliseconds
 SLACK = 2.0  # seconds on top of a server deadline before we call it a hang
@@ -82,13 +89,17 @@ def server_argv(name: str, port: int, flags: tuple[str, ...] | None) -> list[str
     """
     host = ["--host", "127.0.0.1", "--port", str(port)]
     extra = list(flags or ())
-    if get(name).kind == "toy":
+    spec = get(name)
+    app = APPS[spec.interface]
+    if spec.kind == "toy":
         if flags is None:
-            return [sys.executable, "-m", "tests.hostile.launch", name, APP, str(port)]
-        return [sys.executable, "-m", "toyservers", APP, "--server", name, *host,
+            return [sys.executable, "-m", "tests.hostile.launch", name, app, str(port)]
+        if spec.interface == "wsgi":
+            host += ["--worker-class", "gthread", "--threads", "4"]
+        return [sys.executable, "-m", "toyservers", app, "--server", name, *host,
                 "--log-level", "warning", "--no-access-log", "--timeout-keep-alive",
                 str(corpus.TIMEOUT_KEEP_ALIVE), *extra]
-    return [_script("uvicorn"), APP, *host, "--http", "httptools", "--loop", "uvloop",
+    return [_script("uvicorn"), app, *host, "--http", "httptools", "--loop", "uvloop",
             "--log-level", "warning", "--no-access-log", "--timeout-keep-alive",
             str(corpus.TIMEOUT_KEEP_ALIVE), *extra]
 
@@ -195,7 +206,7 @@ def assert_500_and_close(server: RunningServer, result: Exchange) -> None:
 # --- 1. a connection that never speaks ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("app_server", TOYS, indirect=True)
+@pytest.mark.parametrize("app_server", [*TOYS, *WSGI], indirect=True)
 def test_silent_connection_is_closed_after_keep_alive_timeout(app_server: RunningServer) -> None:
     """A connection that opens and never sends a byte is idle from its first moment: it must be
     closed, silently, after ``timeout_keep_alive`` (RFC 9112 §9.5: "A server SHOULD sustain
@@ -263,7 +274,7 @@ def push(sock: socket.socket, data: bytes, stall: float) -> int:
 
 
 @pytest.mark.parametrize("first", ["/slow?s=20&key=", "/stream-forever"])
-@pytest.mark.parametrize("fresh_server", WITH_UVICORN, indirect=True)
+@pytest.mark.parametrize("fresh_server", [*WITH_UVICORN, *WSGI], indirect=True)
 def test_pipelined_requests_are_not_read_without_bound(fresh_server: RunningServer,
                                                        first: str) -> None:
     """RFC 9112 §9.3.2: a server answers pipelined requests in order, so while one response is
@@ -355,7 +366,7 @@ def server_cpu(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-@pytest.mark.parametrize("fresh_server", WITH_UVICORN, indirect=True)
+@pytest.mark.parametrize("fresh_server", [*WITH_UVICORN, *WSGI], indirect=True)
 def test_pipelining_cpu_grows_linearly(fresh_server: RunningServer) -> None:
     """RFC 9112 §9.3.2 lets a client pipeline requests; serving n of them must cost O(n) server
     CPU, not O(n²) (issue 8: toy-h11 spent 53 s of CPU on 2 MB of tiny pipelined GETs).
@@ -391,7 +402,7 @@ TINY_CHUNKS = 300_000  # one-byte chunks: 1.8 MB on the wire
 STALL_BOUND = 0.6
 
 
-@pytest.mark.parametrize("server_name", WITH_UVICORN)
+@pytest.mark.parametrize("server_name", [*WITH_UVICORN, *WSGI])
 def test_tiny_chunks_do_not_stall_other_connections(server_name: str) -> None:
     """RFC 9112 §7.1 allows chunks of any size, one byte included; decoding a burst of tiny
     chunks must not hold the event loop so long that other connections wait.
@@ -432,7 +443,7 @@ def test_tiny_chunks_do_not_stall_other_connections(server_name: str) -> None:
 
 
 @pytest.mark.parametrize("exc", ["SystemExit", "KeyboardInterrupt", "CancelledError"])
-@pytest.mark.parametrize("fresh_server", WITH_UVICORN, indirect=True)
+@pytest.mark.parametrize("fresh_server", [*WITH_UVICORN, *WSGI], indirect=True)
 def test_app_base_exception_gets_500_and_server_keeps_serving(fresh_server: RunningServer,
                                                               exc: str) -> None:
     """An app that raises any exception, ``BaseException`` subclasses included, before starting
@@ -451,7 +462,7 @@ def test_app_base_exception_gets_500_and_server_keeps_serving(fresh_server: Runn
 # --- 7. SIGTERM while an upload is in flight ------------------------------------------------------
 
 
-@pytest.mark.parametrize("fresh_server", WITH_UVICORN, indirect=True)
+@pytest.mark.parametrize("fresh_server", [*WITH_UVICORN, *WSGI], indirect=True)
 def test_sigterm_does_not_drop_an_upload_in_flight(fresh_server: RunningServer) -> None:
     """Graceful shutdown lets a request in flight finish (issue 3; uvicorn's shutdown sets only
     ``keep_alive = False`` on a busy connection): its remaining body must still be read and the
@@ -481,7 +492,7 @@ client that is sending them is wrong).
 # --- 8. 100 Continue after the final response started ---------------------------------------------
 
 
-@pytest.mark.parametrize("app_server", WITH_UVICORN, indirect=True)
+@pytest.mark.parametrize("app_server", [*WITH_UVICORN, *WSGI], indirect=True)
 def test_no_100_continue_after_the_response_started(app_server: RunningServer) -> None:
     """RFC 9110 §15.2: "A server MUST NOT send a 1xx response to an HTTP/1.0 client" and 1xx
     responses are interim: they come before the final response, never inside it; §10.1.1: a
@@ -566,7 +577,7 @@ def test_app_response_mistake_never_breaks_framing(app_server: RunningServer, ca
 GRACEFUL = ("--timeout-graceful-shutdown", "30")
 
 
-@pytest.mark.parametrize("server_name", WITH_UVICORN)
+@pytest.mark.parametrize("server_name", [*WITH_UVICORN, *WSGI])
 def test_response_in_flight_at_sigterm_says_connection_close(server_name: str) -> None:
     """RFC 9112 §9.6: "A server that sends a 'close' connection option MUST initiate closing of
     the connection after it sends the response"; conversely a server that is going to close
@@ -595,7 +606,7 @@ def test_response_in_flight_at_sigterm_says_connection_close(server_name: str) -
 FORCED_EXIT_BOUND = 3.0  # seconds; uvicorn exits in well under 1 s on a second SIGINT
 
 
-@pytest.mark.parametrize("server_name", WITH_UVICORN)
+@pytest.mark.parametrize("server_name", [*WITH_UVICORN, *WSGI])
 def test_second_sigint_forces_exit(server_name: str) -> None:
     """A second SIGINT (Ctrl+C) during a graceful shutdown forces the exit at once, as uvicorn
     does ("Waiting for connections to close. (CTRL+C to force quit)"), even though the graceful
@@ -626,7 +637,7 @@ ACCESS_LOG = ("--access-log", "--log-level", "info")
 FORGED_TARGET = "/log%0d%0aINFO:%20%20%20%20%20FORGED%1b%5b31mRED%0a"
 
 
-@pytest.mark.parametrize("server_name", WITH_UVICORN)
+@pytest.mark.parametrize("server_name", [*WITH_UVICORN, *WSGI])
 def test_access_log_line_has_no_control_bytes(server_name: str) -> None:
     """A request's target must not write control bytes to the log: the percent-decoded path
     holds whatever the client encoded (RFC 3986 §2.1), so CR/LF forge log lines and ESC
@@ -717,7 +728,7 @@ def _strict_params() -> list[Any]:
     return [pytest.param(server, case, id=f"{server}-{case.name}", marks=[
         pytest.mark.xfail(strict=True, reason=STRICT_GAPS[server, case.name])]
         if (server, case.name) in STRICT_GAPS else [])
-        for server in TOYS for case in STRICT_CASES]
+        for server in [*TOYS, *WSGI] for case in STRICT_CASES]
 
 
 @pytest.mark.parametrize(("app_server", "case"), _strict_params(), indirect=["app_server"])

@@ -6,9 +6,10 @@ nothing smuggled behind a bad request is answered. The slow-client tests check t
 body deadlines, the keep-alive idle close, and that a stalled client blocks nobody; the fuzz
 test throws random and mutated bytes and checks the server survives.
 
-Select one server with ``pytest tests/hostile -k toy-h11``. uvicorn's known differences are
-``xfail(strict=True)`` from ``corpus.KNOWN_DIFFERENCES``, keyed by case name or, for the other
-tests, by test function name (conftest.py applies the marks).
+Select one server with ``pytest tests/hostile -k toy-h11``. Known differences (uvicorn's,
+gunicorn's, and a toy server's gaps) are ``xfail(strict=True)`` from
+``corpus.KNOWN_DIFFERENCES``, keyed by case name or, for the other tests, by test function name
+(conftest.py applies the marks).
 """
 
 from __future__ import annotations
