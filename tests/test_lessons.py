@@ -366,6 +366,7 @@ TRANSCRIPT_CASES = {
     "05-toy-httptools-user.txt": ("05-speed/step3_toy_httptools.py", script_user_then_close),
     "06-asgi-user.txt": ("06-layers/serve_asgi_user.py",
                          script_post_json(b'{"id": 1, "name": "user", "email": "user@email.com"}')),
+    "07-toy-wsgi-flask.txt": ("07-wsgi-server/step4_toy_wsgi.py", script_user_then_close),
 }
 
 
