@@ -262,7 +262,7 @@ def test_run_it_commands_run_as_printed() -> None:
     text = section("Run it")
     server_command, curl = blocks(text, "sh")
     httpx_tab, raw_tab = blocks(text, "python")
-    env = {"SLOW_SECONDS": "1", "KEEP_ALIVE_SECONDS": "1"}
+    env = {"SLOW_SECONDS": "2", "KEEP_ALIVE_SECONDS": "1"}  # slow enough to finish last
     with started(server_command, env=env) as server:
         out = run_tab("sh", curl, server.port)
         assert out.splitlines() == ["GET /fast: 0 body bytes", "POST /echo: 10 body bytes",
