@@ -256,6 +256,7 @@ class RequestResponseCycle:
         except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
             raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
 
+    # --8<-- [start:send_file]
     def send_file(self, wrapper: wsgi.FileWrapper) -> None:
         """Send a file with ``socket.sendfile`` (PEP 3333, "Optional Platform-Specific File
         Handling"): ``os.sendfile`` when it has a fileno, else its ``read()`` in a loop."""
@@ -267,6 +268,7 @@ class RequestResponseCycle:
                                                                      count=length)
         except OSError as exc:
             raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
+    # --8<-- [end:send_file]
 
     def fail(self, exc: Exception) -> wsgi.ClientError:
         """The body cannot be read or the client left: no next request on this connection."""
@@ -276,6 +278,7 @@ class RequestResponseCycle:
         self.error, self.body.done, self.framer.keep_alive = exc, True, False
         return exc
 
+    # --8<-- [start:run_wsgi]
     def run_wsgi(self, environ: Environ) -> bool:
         """Run the app and send its response; True when the connection may carry another.
         Whatever the app raises stays here: 500 when no byte of the response is out, else
@@ -313,6 +316,7 @@ class RequestResponseCycle:
         else:
             self.conn.send_error(status, "the app failed", head=self.method == "HEAD")
         return False
+    # --8<-- [end:run_wsgi]
 
     def finish(self) -> bool:
         """After the last byte: may the connection carry another request?"""
