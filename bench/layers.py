@@ -15,8 +15,8 @@ asgi        ``--server`` and each of     ``apps/asgi_user.py``: pure ASGI
             ``--compare``
 starlette   ``--server``                 ``apps/starlette_user.py``
 fastapi     ``--server``                 ``apps/fastapi_user.py``: a pydantic model
-wsgi        each of :data:`WSGI_SERVERS`  ``apps/wsgi_user.py``: pure WSGI (``--wsgi``)
-flask       each of :data:`WSGI_SERVERS`  ``apps/flask_user.py``: Flask (``--wsgi``)
+wsgi        each of ``WSGI_SERVERS``     ``apps/wsgi_user.py``: pure WSGI (``--wsgi``)
+flask       each of ``WSGI_SERVERS``     ``apps/flask_user.py``: Flask (``--wsgi``)
 ==========  ===========================  ==================================================
 
 ``--wsgi`` adds the WSGI rows after the ASGI ones: the pure WSGI app and then Flask, each on
@@ -103,8 +103,8 @@ APPS = {
 #: Not because they need one thread per keep-alive connection: toy-wsgi's and gunicorn's
 #: gthread workers and waitress all park idle connections in a selector on their main thread,
 #: and each served wrk's 10 connections with 0 errors on 1 thread. Fewer threads only cost
-#: throughput (2 s runs on the 2-core development machine, 1 -> 10 threads: toy-wsgi 9.3k ->
-#: 11.5k, gunicorn gthread 5.2k -> 6.5k, waitress 6.9k -> 10.3k requests/s).
+#: throughput (2 s runs on the shared 2-core development machine, 2026-11-25, 1 -> 10 threads:
+#: toy-wsgi 9.3k -> 11.5k, gunicorn gthread 5.2k -> 6.5k, waitress 6.9k -> 10.3k requests/s).
 WSGI_THREADS = 10
 
 
