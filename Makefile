@@ -1,5 +1,5 @@
 # Every target bootstraps .venv (idempotently) and the system tools it needs.
-#   make layers ARGS="--duration 5"   the main job: bench layers
+#   make layers ARGS="--duration 5"   the main job: bench layers (ARGS=--wsgi adds bjoern)
 #   make test                         the whole test suite (what CI runs)
 #   make docs / make serve-docs       the tutorial site
 
@@ -24,7 +24,13 @@ venv: $(STAMP)
 tools:
 	@$(TOOLS) wrk curl
 
+# With --wsgi in ARGS: bjoern too, built from source against libev. A failed build is not an
+# error: bench layers then skips bjoern's rows with a note.
 layers: $(STAMP) tools
+ifneq ($(findstring --wsgi,$(ARGS)),)
+	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
+		|| echo "note: bjoern could not be installed: its rows will be skipped" >&2
+endif
 	$(VENV)/bin/bench layers $(ARGS)
 
 bench: $(STAMP) tools

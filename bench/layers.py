@@ -15,7 +15,15 @@ asgi        ``--server`` and each of     ``apps/asgi_user.py``: pure ASGI
             ``--compare``
 starlette   ``--server``                 ``apps/starlette_user.py``
 fastapi     ``--server``                 ``apps/fastapi_user.py``: a pydantic model
+wsgi        each of ``WSGI_SERVERS``     ``apps/wsgi_user.py``: pure WSGI (``--wsgi``)
+flask       each of ``WSGI_SERVERS``     ``apps/flask_user.py``: Flask (``--wsgi``)
 ==========  ===========================  ==================================================
+
+``--wsgi`` adds the WSGI rows after the ASGI ones: the pure WSGI app and then Flask, each on
+toy-wsgi (gthread worker), gunicorn (sync worker), gunicorn (gthread worker), waitress and
+bjoern, one process each, under the same wrk load. The threaded servers get ``--wsgi-threads``
+app threads (10 by default, one per wrk connection: see :data:`WSGI_THREADS`). bjoern builds
+from source against libev; where it is not installed its rows are left out with one note.
 
 ``--compare-layers`` (default ``asgi``) names the layers the ``--compare`` servers get rows
 in: ``--compare toy-httptools --compare-layers asgi,starlette`` also measures Starlette on
@@ -33,11 +41,16 @@ The "layer below" that µs added and % of below compare with: the ``bare`` row c
 row), so an ASGI server's row shows what that server adds over the bare minimum: its checks,
 limits, timers and features, the price of correctness. ``starlette`` compares with the
 ``asgi`` row of the same server; ``fastapi`` with ``starlette``. ``axum`` and ``asyncio`` have
-none: axum is a ceiling beside the stack.
+none: axum is a ceiling beside the stack. The ``wsgi`` rows compare with ``asyncio``: there is
+no bare WSGI baseline, and the raw row is the same endpoint in the same Python with no server
+and no interface at all, the floor every Python row stands on, so a ``wsgi`` row's µs added is
+the whole WSGI server (threads, parsing, environ, start_response). ``flask`` compares with the
+``wsgi`` row of the same server: what Flask adds over the bare callable.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -81,7 +94,46 @@ APPS = {
     "asgi": "apps.asgi_user:app",
     "starlette": "apps.starlette_user:app",
     "fastapi": "apps.fastapi_user:app",
+    "wsgi": "apps.wsgi_user:app",
+    "flask": "apps.flask_user:app",
 }
+
+#: App threads for the threaded WSGI servers (``--wsgi-threads``). One per wrk connection, so
+#: a request never waits for a free thread and the row measures the server, not its pool size.
+#: Not because they need one thread per keep-alive connection: toy-wsgi's and gunicorn's
+#: gthread workers and waitress all park idle connections in a selector on their main thread,
+#: and each served wrk's 10 connections with 0 errors on 1 thread. Fewer threads only cost
+#: throughput (2 s runs on the shared 2-core development machine, 2026-11-25, 1 -> 10 threads:
+#: toy-wsgi 9.3k -> 11.5k, gunicorn gthread 5.2k -> 6.5k, waitress 6.9k -> 10.3k requests/s).
+WSGI_THREADS = 10
+
+
+@dataclass(frozen=True)
+class WsgiServer:
+    """One server under the ``wsgi`` and ``flask`` rows.
+
+    Attributes:
+        name: the row's server name (a registry name, or one plus its worker model).
+        spec: the registry name that starts it.
+        threaded: run the app in ``--wsgi-threads`` threads (gthread; waitress's pool).
+        model: one line on how it serves, for the row's description.
+    """
+
+    name: str
+    spec: str
+    threaded: bool
+    model: str
+
+
+#: The WSGI rows' servers, in table order: ours first, then the references.
+WSGI_SERVERS = (
+    WsgiServer("toy-wsgi-gthread", "toy-wsgi", True, "toy-wsgi, gthread worker"),
+    WsgiServer("gunicorn", "gunicorn", False,
+               "gunicorn, sync worker (one connection at a time, closed after each response)"),
+    WsgiServer("gunicorn-gthread", "gunicorn", True, "gunicorn, gthread worker"),
+    WsgiServer("waitress", "waitress", True, "waitress, one I/O thread and a pool"),
+    WsgiServer("bjoern", "bjoern", False, "bjoern, C on libev, one thread"),
+)
 
 # --- what to run -------------------------------------------------------------------------------
 
@@ -97,6 +149,8 @@ class Settings(Method):
         compare_layers: layers the ``compare`` servers get rows in.
         axum: add the Rust axum ceiling row.
         bare: add the ``bare`` baseline row below the ASGI servers.
+        wsgi: add the ``wsgi`` and ``flask`` rows on :data:`WSGI_SERVERS`.
+        wsgi_threads: app threads of the threaded WSGI servers.
     """
 
     server: str = DEFAULT_SERVER
@@ -104,16 +158,26 @@ class Settings(Method):
     compare_layers: tuple[str, ...] = ("asgi",)
     axum: bool = True
     bare: bool = True
+    wsgi: bool = False
+    wsgi_threads: int = WSGI_THREADS
 
 
 @dataclass(frozen=True)
 class RowPlan:
-    """One row to measure: a layer, the server under it, and the app (``module:attr``)."""
+    """One row to measure: a layer, the server under it, and the app (``module:attr``).
+
+    ``interface`` is the app's (``"asgi"``, ``"wsgi"``, or None for axum and asyncio, which
+    have none); ``spec`` the registry name when it differs from ``server`` (a worker model's
+    row, e.g. ``gunicorn-gthread``); ``threads`` the app threads asked of the server, if any.
+    """
 
     layer: str
     server: str
     app: str
     description: str
+    interface: str | None = "asgi"
+    spec: str | None = None
+    threads: int | None = None
 
 
 def plan_rows(settings: Settings) -> list[RowPlan]:
@@ -121,9 +185,10 @@ def plan_rows(settings: Settings) -> list[RowPlan]:
     spec = SERVERS[settings.server]
     plans = []
     if settings.axum:
-        plans.append(RowPlan("axum", "axum", "bench/axum", "Rust: axum + serde, one tokio thread"))
+        plans.append(RowPlan("axum", "axum", "bench/axum", "Rust: axum + serde, one tokio thread",
+                             None))
     plans.append(RowPlan("asyncio", "raw", "apps.raw_user",
-                         "asyncio Protocol on uvloop, request split by hand"))
+                         "asyncio Protocol on uvloop, request split by hand", None))
     if settings.bare:
         plans.append(RowPlan("asgi", BARE, APPS["asgi"], "pure ASGI app on the bare "
                              "baseline: httptools, one Task per request, nothing else"))
@@ -137,6 +202,20 @@ def plan_rows(settings: Settings) -> list[RowPlan]:
         for name in servers:
             label = SERVERS[name].description if layer == "asgi" else name
             plans.append(RowPlan(layer, name, APPS[layer], descriptions[layer].format(label)))
+    if settings.wsgi:
+        plans += wsgi_rows(settings.wsgi_threads)
+    return plans
+
+
+def wsgi_rows(threads: int) -> list[RowPlan]:
+    """The ``wsgi`` rows and then the ``flask`` rows, one per :data:`WSGI_SERVERS` entry."""
+    plans = []
+    for layer, what in (("wsgi", "pure WSGI app"), ("flask", "Flask")):
+        for server in WSGI_SERVERS:
+            count = threads if server.threaded else None
+            model = server.model + (f", {count} threads" if count else "")
+            plans.append(RowPlan(layer, server.name, APPS[layer], f"{what} on {model}", "wsgi",
+                                 server.spec if server.spec != server.name else None, count))
     return plans
 
 
@@ -148,7 +227,7 @@ def server_argv(plan: RowPlan, host: str, port: int, axum_binary: Path | None) -
         return [str(axum_binary), "--host", host, "--port", str(port)]
     if plan.layer == "asyncio":
         return [sys.executable, "-m", "apps.raw_user", "--host", host, "--port", str(port)]
-    return get(plan.server).command(plan.app, host, port)
+    return get(plan.spec or plan.server).command(plan.app, host, port, threads=plan.threads)
 
 
 def below_of(plan: RowPlan, plans: list[RowPlan]) -> RowPlan | None:
@@ -161,6 +240,8 @@ def below_of(plan: RowPlan, plans: list[RowPlan]) -> RowPlan | None:
         "asgi": ("asyncio", None),
         "starlette": ("asgi", plan.server),
         "fastapi": ("starlette", plan.server),
+        "wsgi": ("asyncio", None),
+        "flask": ("wsgi", plan.server),
     }.get(plan.layer)
     if wanted is None:
         return None
@@ -190,7 +271,9 @@ def _median(values: list[float]) -> float | None:
 def row_json(result: RowResult, below: dict[str, Any] | None) -> dict[str, Any]:
     """The ``rows`` entry of results.json for one row.
 
-    Keys: ``layer``, ``server``, ``description``, ``app``, ``status``, ``error``,
+    Keys: ``layer``, ``server``, ``interface`` (``"asgi"``, ``"wsgi"``, None for axum and
+    asyncio), ``threads`` (app threads asked of the server, else None), ``description``,
+    ``app``, ``status``, ``error``,
     ``log_tail``, ``command``; ``rps_median``, ``rps_runs``, ``rps_min``, ``rps_max`` (req/s),
     ``spread_pct`` and ``spread_flag`` (> 10 %); ``p50_ms``, ``p90_ms``, ``p99_ms`` (median
     over runs of each run's percentile, ms); ``errors`` (all kinds over all measured runs) and
@@ -201,7 +284,8 @@ def row_json(result: RowResult, below: dict[str, Any] | None) -> dict[str, Any]:
     plan, measurement = result.plan, result.measurement
     summaries = measurement.measured
     row: dict[str, Any] = {
-        "layer": plan.layer, "server": plan.server, "description": plan.description,
+        "layer": plan.layer, "server": plan.server, "interface": plan.interface,
+        "threads": plan.threads, "description": plan.description,
         "app": plan.app, "status": measurement.status, "error": measurement.error,
         "log_tail": measurement.log_tail, "command": measurement.command,
         "rps_median": None, "rps_runs": [], "rps_min": None, "rps_max": None,
@@ -324,10 +408,25 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
         lines.append("toyservers: not a git checkout" if git is None else
                      f"toyservers at commit {git['commit'][:12]}"
                      + (", with uncommitted changes" if git["dirty"] else ""))
+    wsgi = bool(s.get("wsgi"))
+    if wsgi:
+        lines.append(f"WSGI rows: one process each; toy-wsgi-gthread, gunicorn-gthread and "
+                     f"waitress run the app in {s['wsgi_threads']} threads (one per wrk "
+                     "connection; all three park idle keep-alive connections in a selector, "
+                     "so fewer would only cost throughput); gunicorn's sync worker serves one "
+                     "connection at a time and closes it after each response, so wrk "
+                     "reconnects for every request; bjoern runs the app on its one libev "
+                     "thread")
+        lines.append(data.get("bjoern", {}).get("note", "bjoern: unknown"))
     asgi = ("bare with asyncio and the other asgi rows with bare, so they show what each "
             "server adds over the bare minimum" if bare else "asgi with asyncio")
-    lines.append(f"µs added and % of below compare {asgi}; starlette with asgi on the same "
-                 "server, fastapi with starlette; * marks runs spread more than 10 %")
+    footnote = (f"µs added and % of below compare {asgi}; starlette with asgi on the same "
+                "server, fastapi with starlette; ")
+    if wsgi:
+        footnote += ("wsgi with asyncio (no bare WSGI baseline exists: the raw row is the same "
+                     "endpoint with no server and no interface, so a wsgi row's µs added is "
+                     "its whole server), flask with wsgi on the same server; ")
+    lines.append(footnote + "* marks runs spread more than 10 %")
     return lines
 
 
@@ -359,6 +458,15 @@ def validate_layers(layers: tuple[str, ...]) -> None:
     if unknown:
         raise UsageProblem(f"unknown layer {unknown[0]!r} in --compare-layers "
                            "(known: asgi, starlette, fastapi)")
+
+
+def bjoern_status() -> tuple[bool, str]:
+    """Whether bjoern can run here, and one line for the report either way."""
+    if importlib.util.find_spec("_bjoern") is None:
+        return False, ("bjoern rows skipped: bjoern is not installed (it builds from source "
+                       "against libev: scripts/ensure-tools.sh libev cc, then pip install "
+                       "bjoern; make layers ARGS=--wsgi does both)")
+    return True, f"bjoern {get('bjoern').version()}: built from source against libev"
 
 
 class _RichProgress:
@@ -427,6 +535,13 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     plans = plan_rows(settings)
     if native.binary is None:
         plans = [p for p in plans if p.layer != "axum"]
+    bjoern = {"installed": False, "note": "no WSGI rows (--wsgi not given)"}
+    if settings.wsgi:
+        installed, note = bjoern_status()
+        bjoern = {"installed": installed, "note": note}
+        console.print(note, highlight=False)
+        if not installed:
+            plans = [p for p in plans if (p.spec or p.server) != "bjoern"]
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     started = datetime.now(UTC)
@@ -447,6 +562,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             "runs": settings.runs, "server": settings.server,
             "compare": [c for c in settings.compare if c != settings.server],
             "compare_layers": list(settings.compare_layers), "bare": settings.bare,
+            "wsgi": settings.wsgi, "wsgi_threads": settings.wsgi_threads,
             "host": settings.host, "timeout_s": settings.timeout,
             "body": SAMPLE_BODY.decode(), "lua_script": str(POST_JSON),
         },
@@ -456,6 +572,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
         "axum": {"built": native.binary is not None, "note": native.note,
                  "build_command": native.command, "rustc": native.rustc,
                  "runtime": "tokio current_thread"},
+        "bjoern": bjoern,
         "rows": rows_json(results),
     }
 
@@ -486,6 +603,18 @@ def command(
     bare: Annotated[bool, typer.Option(
         help="Add the bare baseline below the ASGI servers: the pure ASGI app on httptools "
              "with no checks, limits or timers; the other asgi rows compare with it.")] = True,
+    wsgi: Annotated[bool, typer.Option(
+        help="Add the WSGI rows after the ASGI ones: the pure WSGI app, then Flask, each on "
+             "toy-wsgi (gthread), gunicorn (sync), gunicorn (gthread), waitress and bjoern, "
+             "one process each; wsgi rows compare with asyncio (there is no bare WSGI "
+             "baseline), flask with wsgi on the same server. bjoern's rows are skipped with a "
+             "note where it is not installed.")] = False,
+    wsgi_threads: Annotated[int, typer.Option(
+        min=1, help="App threads of toy-wsgi gthread, gunicorn gthread and waitress. 10 = one "
+                    "per wrk connection, so no request waits for a thread. They do not need "
+                    "one per keep-alive connection (all three park idle ones in a selector "
+                    "and serve 10 connections on 1 thread with 0 errors); fewer only cost "
+                    "throughput.")] = WSGI_THREADS,
     pin: Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")] = True,
     server_cpu: Annotated[int, typer.Option(help="CPU for the server when pinned.")] = 0,
     wrk_cpu: Annotated[int, typer.Option(help="CPU for wrk when pinned.")] = 1,
@@ -497,12 +626,14 @@ def command(
         help="Folder for results.json, results.md and layers.png "
              "[default: results/layers-<timestamp>]")] = None,
 ) -> None:
-    """The cost of each layer: raw asyncio, an ASGI server, Starlette and FastAPI under wrk."""
+    """The cost of each layer: raw asyncio, an ASGI server, Starlette and FastAPI under wrk
+    (with --wsgi: WSGI servers and Flask too)."""
     console = Console(width=None if sys.stdout.isatty() else 150)
     errors = Console(stderr=True, soft_wrap=True)
     settings = Settings(connections=connections, threads=threads, duration=duration,
                         warmup=warmup, runs=runs, server=server, compare=_names(compare),
-                        compare_layers=_names(compare_layers), axum=axum, bare=bare, pin=pin,
+                        compare_layers=_names(compare_layers), axum=axum, bare=bare,
+                        wsgi=wsgi, wsgi_threads=wsgi_threads, pin=pin,
                         server_cpu=server_cpu, load_cpu=wrk_cpu, host=host, port=port)
     out = output if output is not None else report.default_output("layers")
     try:

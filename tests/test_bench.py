@@ -597,3 +597,128 @@ def test_bench_layers_smoke(tmp_path: Path) -> None:
     assert data["machine"]["cores"] >= 1
     assert (out / "results.md").read_text().count("\n|") >= len(data["rows"])
     assert (out / "layers.png").read_bytes().startswith(b"\x89PNG")
+
+
+# --- the WSGI rows (--wsgi) -----------------------------------------------------------------
+
+WSGI_NAMES = ["toy-wsgi-gthread", "gunicorn", "gunicorn-gthread", "waitress", "bjoern"]
+
+
+def test_wsgi_rows_come_after_the_asgi_ones_on_every_wsgi_server() -> None:
+    assert not any(p.interface == "wsgi" for p in plan_rows(Settings(axum=False)))
+    plans = plan_rows(Settings(axum=False, bare=False, compare=(), wsgi=True, wsgi_threads=6))
+    names = [(p.layer, p.server) for p in plans]
+    assert names == [("asyncio", "raw"), ("asgi", "uvicorn"), ("starlette", "uvicorn"),
+                     ("fastapi", "uvicorn"),
+                     *[("wsgi", n) for n in WSGI_NAMES], *[("flask", n) for n in WSGI_NAMES]]
+    assert [p.interface for p in plans[:4]] == [None, "asgi", "asgi", "asgi"]
+    wsgi = {(p.layer, p.server): p for p in plans if p.interface == "wsgi"}
+    assert len(wsgi) == 10
+    assert wsgi[("wsgi", "waitress")].app == "apps.wsgi_user:app"
+    assert wsgi[("flask", "waitress")].app == "apps.flask_user:app"
+    threads = {server: wsgi[("wsgi", server)].threads for server in WSGI_NAMES}
+    assert threads == {"toy-wsgi-gthread": 6, "gunicorn": None, "gunicorn-gthread": 6,
+                       "waitress": 6, "bjoern": None}
+
+    def argv(server: str) -> list[str]:
+        return layers.server_argv(wsgi[("flask", server)], "127.0.0.1", 9, None)
+
+    toy = argv("toy-wsgi-gthread")
+    assert toy[toy.index("--server") + 1] == "toy-wsgi"
+    assert toy[toy.index("--worker-class") + 1] == "gthread"
+    assert toy[toy.index("--threads") + 1] == "6"
+    assert "--worker-class" not in argv("gunicorn")
+    assert argv("gunicorn-gthread")[-5:] == ["--worker-class", "gthread", "--threads", "6",
+                                             "apps.flask_user:app"]
+    assert "--threads=6" in argv("waitress")
+    assert argv("bjoern")[1:4] == ["-m", "bench.bjoern_launcher", "apps.flask_user:app"]
+
+
+def test_wsgi_rows_compare_with_asyncio_and_flask_with_wsgi_on_the_same_server() -> None:
+    plans = plan_rows(Settings(axum=False, compare=(), wsgi=True))
+    for plan in plans:
+        found = below_of(plan, plans)
+        if plan.layer == "wsgi":
+            assert found is not None and (found.layer, found.server) == ("asyncio", "raw")
+        elif plan.layer == "flask":
+            assert found is not None and (found.layer, found.server) == ("wsgi", plan.server)
+    rows = [result("asyncio", "raw", [80_000.0]), result("wsgi", "gunicorn", [8_000.0]),
+            result("flask", "gunicorn", [4_000.0])]
+    derived = {(r["layer"], r["server"]): r for r in rows_json(rows)}
+    assert derived[("wsgi", "gunicorn")]["below"] == "asyncio/raw"
+    assert derived[("wsgi", "gunicorn")]["us_added"] == pytest.approx(125.0 - 12.5)
+    assert derived[("flask", "gunicorn")]["below"] == "wsgi/gunicorn"
+    assert derived[("flask", "gunicorn")]["pct_of_below"] == pytest.approx(50.0)
+
+
+def test_how_it_ran_explains_the_wsgi_rows() -> None:
+    data = results_data([])
+    data["settings"].update(bare=False, wsgi=True, wsgi_threads=10)
+    data["bjoern"] = {"installed": False, "note": "bjoern rows skipped: not installed"}
+    lines = how_it_ran(data)
+    assert any(line.startswith("WSGI rows: one process each") and "10 threads" in line
+               for line in lines)
+    assert "bjoern rows skipped: not installed" in lines
+    assert "wsgi with asyncio" in lines[-1] and "flask with wsgi on the same server" in lines[-1]
+    data["settings"]["wsgi"] = False
+    assert not any("WSGI" in line or "wsgi" in line for line in how_it_ran(data))
+
+
+def test_bjoern_missing_is_a_note_and_its_rows_are_left_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "_bjoern" else real(name, *a))
+    installed, note = layers.bjoern_status()
+    assert not installed
+    assert note.startswith("bjoern rows skipped: bjoern is not installed")
+    planned: list[RowPlan] = []
+    monkeypatch.setattr(layers, "measure_all", lambda plans, *args: planned.extend(plans))
+    console = Console(file=io.StringIO(), width=300)
+    data = layers.measure(Settings(axum=False, compare=(), wsgi=True), console, tmp_path)
+    assert data["bjoern"] == {"installed": False, "note": note}
+    assert note in console.file.getvalue()  # type: ignore[attr-defined]
+    assert [p.server for p in planned if p.layer == "wsgi"] == WSGI_NAMES[:-1]
+    assert not any(p.server == "bjoern" for p in planned)
+
+
+def test_the_bjoern_launcher_says_what_to_install_when_bjoern_is_missing() -> None:
+    code = ("import sys; sys.modules['bjoern'] = None; "
+            "from bench.bjoern_launcher import main; main(['apps.wsgi_user:app'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 1
+    assert "bjoern is not installed" in out.stderr and "libev-dev" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@needs_wrk
+@pytest.mark.wrk
+def test_wsgi_rows_smoke_on_toy_wsgi_and_gunicorn(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tiny real run of the wsgi and flask rows on toy-wsgi gthread and gunicorn sync (the
+    ASGI rows are left out to keep it short; asyncio stays as the wsgi rows' below)."""
+    monkeypatch.setattr(layers, "WSGI_SERVERS", layers.WSGI_SERVERS[:2])
+    real = layers.plan_rows
+    monkeypatch.setattr(layers, "plan_rows", lambda settings: [
+        p for p in real(settings) if p.layer not in ("asgi", "starlette", "fastapi")])
+    console = Console(file=io.StringIO())
+    settings = Settings(duration=1, warmup=0, runs=1, compare=(), axum=False, bare=False,
+                        wsgi=True, wsgi_threads=4)
+    data = layers.measure(settings, console, tmp_path)
+    rows = {(r["layer"], r["server"]): r for r in data["rows"]}
+    assert list(rows) == [("asyncio", "raw"), ("wsgi", "toy-wsgi-gthread"), ("wsgi", "gunicorn"),
+                          ("flask", "toy-wsgi-gthread"), ("flask", "gunicorn")]
+    for key, row in rows.items():
+        assert row["status"] == "ok", (key, row["error"], row["log_tail"])
+        assert row["rps_median"] > 0 and row["errors"] == 0, key
+        assert row["rss_peak_mb"] > 0
+    assert rows[("wsgi", "gunicorn")]["interface"] == "wsgi"
+    assert rows[("wsgi", "toy-wsgi-gthread")]["threads"] == 4
+    assert rows[("flask", "gunicorn")]["below"] == "wsgi/gunicorn"
+    assert rows[("flask", "gunicorn")]["pct_of_below"] is not None
+    assert data["settings"]["wsgi"] is True and "bjoern" in data
+    write_outputs(tmp_path, data)
+    md = (tmp_path / "results.md").read_text()
+    assert "| wsgi | toy-wsgi-gthread |" in md and "| flask | gunicorn |" in md
+    assert "WSGI rows: one process each" in md

@@ -38,6 +38,8 @@ def test_argv_is_data_and_names_the_app_host_and_port(name: str) -> None:
     assert HOST in text and str(PORT) in text
     if spec.kind == "baseline":
         assert argv[:3] == [sys.executable, str(BARE_FILE), APP]
+    elif spec.argv.program == "{python}":  # a launcher of ours, run by this interpreter
+        assert argv[0] == sys.executable
     else:
         assert argv[0].endswith(spec.argv.program)
     if spec.kind == "toy":
@@ -58,6 +60,38 @@ def test_workers_are_honoured_or_refused_with_the_reason(name: str) -> None:
             spec.command(APP, HOST, PORT, workers=2)
     with pytest.raises(ValueError, match="workers must be 1 or more"):
         spec.command(APP, HOST, PORT, workers=0)
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_threads_are_a_section_of_the_argv_or_refused(name: str) -> None:
+    spec = SERVERS[name]
+    plain = spec.command(APP, HOST, PORT)
+    if spec.threaded:
+        threaded = spec.command(APP, HOST, PORT, threads=7)
+        assert threaded != plain and "7" in " ".join(threaded[len(plain) - 1:])
+        if spec.argv.tail:  # the app stays last where the server wants it last
+            assert threaded[-1] == plain[-1] == APP
+    else:
+        with pytest.raises(ValueError, match=f"{name} takes no thread count"):
+            spec.command(APP, HOST, PORT, threads=2)
+    with pytest.raises(ValueError, match="threads must be 1 or more"):
+        spec.command(APP, HOST, PORT, threads=0)
+
+
+def test_the_wsgi_servers_and_their_thread_models() -> None:
+    assert {n for n, s in SERVERS.items() if s.threaded} == {"toy-wsgi", "gunicorn", "waitress"}
+    wsgi = {n for n, s in SERVERS.items() if s.interface == "wsgi"}
+    assert wsgi == {"toy-wsgi", "gunicorn", "waitress", "bjoern"}
+    for name in ("toy-wsgi", "gunicorn"):
+        argv = SERVERS[name].command("apps.wsgi_user:app", HOST, PORT, threads=10)
+        assert value_after(argv, "--worker-class") == "gthread"
+        assert value_after(argv, "--threads") == "10"
+        assert "--worker-class" not in SERVERS[name].command("apps.wsgi_user:app", HOST, PORT)
+    assert SERVERS["waitress"].command("m:app", HOST, PORT, threads=3)[1:] == [
+        f"--listen={HOST}:{PORT}", "--threads=3", "m:app"]
+    assert SERVERS["bjoern"].command("m:app", HOST, PORT) == [
+        sys.executable, "-m", "bench.bjoern_launcher", "m:app", "--host", HOST, "--port",
+        str(PORT)]
 
 
 def test_the_servers_with_a_workers_option() -> None:

@@ -8,10 +8,11 @@ and, for our own servers, the module holding ``serve()`` and ``run()``.
 
 Names: ``toy-raw``, ``toy-h11``, ``toy-httptools`` (ours, ASGI); ``toy-wsgi`` (ours, WSGI);
 ``uvicorn`` (httptools + uvloop),
-``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers); ``gunicorn``
-(reference WSGI server); ``bare`` (a baseline for ``bench layers``: the least server that
-runs an ASGI app on httptools, ``lessons/code/05-speed/bare_httptools.py``; not a server to
-use, and never offered by :func:`available` unless asked for).
+``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers); ``gunicorn``,
+``waitress`` and ``bjoern`` (reference WSGI servers; bjoern has no command line, so it runs
+through ``bench/bjoern_launcher.py``); ``bare`` (a baseline for ``bench layers``: the least
+server that runs an ASGI app on httptools, ``lessons/code/05-speed/bare_httptools.py``; not a
+server to use, and never offered by :func:`available` unless asked for).
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ class Argv:
 
     :meth:`ServerSpec.command` joins, in this order: ``program``, ``head``, ``listen`` (or
     ``listen_tls`` to serve HTTPS), ``options``, ``access_log`` or ``no_access_log``,
-    ``workers``, ``tail``; then fills the placeholders: ``{app}`` (``"module:attr"``),
-    ``{host}``, ``{port}``, ``{workers}`` (a count of processes), ``{certfile}`` and
+    ``workers``, ``threads`` (when a thread count is asked for), ``tail``; then fills the
+    placeholders: ``{app}`` (``"module:attr"``), ``{host}``, ``{port}``, ``{workers}`` (a
+    count of processes), ``{threads}`` (a count of app threads per process), ``{certfile}`` and
     ``{keyfile}`` (PEM paths), ``{python}`` (this interpreter). ``{x!t}`` escapes a value for
     a Twisted endpoint string. A literal brace is written twice.
 
@@ -83,6 +85,9 @@ class Argv:
         access_log: to log one line per request; None: the server has no access log.
         no_access_log: to log none.
         workers: to run ``{workers}`` processes; None: one process only.
+        threads: to run the app in a pool of ``{threads}`` threads per process (a WSGI
+            server's thread model: gunicorn's ``gthread`` worker, waitress's ``--threads``);
+            left out unless a count is asked for; None: the server has no such option.
         tail: last (the app, for servers that take it after their options).
     """
 
@@ -94,9 +99,11 @@ class Argv:
     access_log: tuple[str, ...] | None = ()
     no_access_log: tuple[str, ...] = ()
     workers: tuple[str, ...] | None = None
+    threads: tuple[str, ...] | None = None
     tail: tuple[str, ...] = ()
 
-    def render(self, values: Mapping[str, object], *, tls: bool, access_log: bool) -> list[str]:
+    def render(self, values: Mapping[str, object], *, tls: bool, access_log: bool,
+               threads: bool = False) -> list[str]:
         """The argv with ``values`` in its placeholders (the caller checked what is offered)."""
         sections: list[Sequence[str]] = [
             self.head,
@@ -104,6 +111,7 @@ class Argv:
             self.options,
             (self.access_log or ()) if access_log else self.no_access_log,
             self.workers or (),
+            (self.threads or ()) if threads else (),
             self.tail,
         ]
         program = _FORMATTER.format(self.program, **values)
@@ -140,20 +148,29 @@ class ServerSpec:
     one_process: str | None = None
 
     def command(self, app: str, host: str, port: int, *, access_log: bool = False,
-                tls: tuple[str, str] | None = None, workers: int = 1) -> list[str]:
+                tls: tuple[str, str] | None = None, workers: int = 1,
+                threads: int | None = None) -> list[str]:
         """The argv that serves ``app`` (``"module:attr"``) on ``host:port``.
 
         Logs go at warning level so a benchmark measures the server, not its logging; with
         ``access_log`` the server logs one line per request. ``tls`` is a ``(certfile,
         keyfile)`` pair of PEM paths: serve HTTPS instead of plain HTTP. ``workers`` is the
         number of worker processes (a server with a workers option is always given it).
+        ``threads`` runs the app in that many threads per process (toy-wsgi and gunicorn then
+        use their ``gthread`` worker); None leaves the server's own default (their ``sync``
+        worker, waitress's 4 threads).
 
         Raises:
-            ValueError: the server cannot do what is asked (TLS, an access log, or more than
-                one worker process), or ``workers`` is below 1.
+            ValueError: the server cannot do what is asked (TLS, an access log, more than
+                one worker process, or a thread count), or ``workers`` or ``threads`` is
+                below 1.
         """
         if workers < 1:
             raise ValueError(f"workers must be 1 or more, not {workers}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be 1 or more, not {threads}")
+        if threads is not None and self.argv.threads is None:
+            raise ValueError(f"{self.name} takes no thread count")
         if workers > 1 and self.argv.workers is None:
             raise ValueError(f"{self.name} runs one process only: {self.one_process}")
         if tls is not None and self.argv.listen_tls is None:
@@ -162,13 +179,20 @@ class ServerSpec:
             raise ValueError(f"{self.name} writes no access log")
         cert, key = tls if tls is not None else ("", "")
         values = {"app": app, "host": host, "port": port, "workers": workers,
-                  "certfile": cert, "keyfile": key, "python": sys.executable}
-        return self.argv.render(values, tls=tls is not None, access_log=access_log)
+                  "threads": threads, "certfile": cert, "keyfile": key,
+                  "python": sys.executable}
+        return self.argv.render(values, tls=tls is not None, access_log=access_log,
+                                threads=threads is not None)
 
     @property
     def multiprocess(self) -> bool:
         """True when ``command(..., workers=N)`` can start N worker processes."""
         return self.argv.workers is not None
+
+    @property
+    def threaded(self) -> bool:
+        """True when ``command(..., threads=N)`` can run the app in N threads."""
+        return self.argv.threads is not None
 
     def version(self) -> str:
         """The installed version of ``package``, or ``"not installed"``."""
@@ -189,6 +213,8 @@ class ServerSpec:
 _TOY_TLS = ("--host", "{host}", "--port", "{port}",
             "--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")
 _TOY_ONE_PROCESS = "toyserve has no --workers yet: toyservers has no pre-fork supervisor"
+#: gunicorn's flags, which toyserve's WSGI options copy: a pool of threads per worker process.
+_GTHREAD = ("--worker-class", "gthread", "--threads", "{threads}")
 
 
 def _toy(name: str, module: str, description: str, interface: Interface = "asgi"
@@ -196,7 +222,8 @@ def _toy(name: str, module: str, description: str, interface: Interface = "asgi"
     argv = Argv("toyserve", head=("{app}", "--server", name),
                 listen_tls=_TOY_TLS if interface == "asgi" else None,  # toy-wsgi has no TLS
                 options=("--log-level", "warning"), access_log=("--access-log",),
-                no_access_log=("--no-access-log",))
+                no_access_log=("--no-access-log",),
+                threads=_GTHREAD if interface == "wsgi" else None)
     return ServerSpec(name, "toy", interface, "toyservers", description, argv,
                       frozenset({"http/1.1"}), module, _TOY_ONE_PROCESS)
 
@@ -234,7 +261,14 @@ def _entries() -> dict[str, ServerSpec]:
         listen_tls=("--bind", "{host}:{port}", "--certfile", "{certfile}", "--keyfile",
                     "{keyfile}"),
         options=("--log-level", "warning"), access_log=("--access-logfile", "-"),
-        workers=("--workers", "{workers}"), tail=("{app}",))
+        workers=("--workers", "{workers}"), threads=_GTHREAD, tail=("{app}",))
+    # waitress: one process; its main thread does all the socket I/O (asyncore-style) and
+    # hands each request to a pool of --threads threads (4 by default). No access log.
+    waitress = Argv("waitress-serve", listen=("--listen={host}:{port}",),
+                    access_log=None, threads=("--threads={threads}",), tail=("{app}",))
+    # bjoern: no command line of its own, so a launcher of ours calls bjoern.run(app, host,
+    # port): one process, one thread, a libev loop in C that also calls the app.
+    bjoern = Argv("{python}", head=("-m", "bench.bjoern_launcher", "{app}"), access_log=None)
     bare = Argv("{python}", head=(str(BARE_FILE).replace("{", "{{").replace("}", "}}"),
                                   "{app}"), access_log=None)
     specs = [
@@ -243,7 +277,8 @@ def _entries() -> dict[str, ServerSpec]:
         _toy("toy-httptools", "toyservers.httptools_server",
              "ours: llhttp callbacks through httptools"),
         _toy("toy-wsgi", "toyservers.wsgi_server",
-             "ours: WSGI on sockets and threads, sync worker", "wsgi"),
+             "ours: WSGI on sockets and threads, sync worker (gthread with a thread count)",
+             "wsgi"),
         _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
         _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop"),
         ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",
@@ -254,8 +289,18 @@ def _entries() -> dict[str, ServerSpec]:
                                "load balancer (or one socket passed with --fd)"),
         ServerSpec("granian", "reference", "asgi", "granian", "granian, Rust (hyper)",
                    granian, frozenset({"http/1.1", "h2", "h2c", "websocket"})),
-        ServerSpec("gunicorn", "reference", "wsgi", "gunicorn", "gunicorn, sync worker",
-                   gunicorn, frozenset({"http/1.1"})),
+        ServerSpec("gunicorn", "reference", "wsgi", "gunicorn",
+                   "gunicorn, sync worker (gthread with a thread count)", gunicorn,
+                   frozenset({"http/1.1"})),
+        ServerSpec("waitress", "reference", "wsgi", "waitress",
+                   "waitress, one I/O thread and a pool of app threads", waitress,
+                   frozenset({"http/1.1"}),
+                   one_process="waitress runs one process: its threads serve the app (run "
+                               "several behind a load balancer for more)"),
+        ServerSpec("bjoern", "reference", "wsgi", "bjoern", "bjoern, C on libev, one thread",
+                   bjoern, frozenset({"http/1.1"}),
+                   one_process="bjoern.run() serves in one process and one thread; its "
+                               "multi-process recipe forks by hand after bjoern.listen()"),
         ServerSpec("bare", "baseline", "asgi", "httptools",
                    "baseline: ASGI on httptools, no checks, limits or timers", bare,
                    frozenset({"http/1.1"}),
