@@ -128,7 +128,7 @@ class RequestResponseCycle:
     one failure policy.
 
     The protocol puts body bytes in ``body`` and calls ``wake()``; it sets ``more_body`` to
-    False at the end of the body and ``disconnected`` when the client goes. A server's cycle
+    False at the end of the body and calls ``disconnect()`` when the client goes. A server's cycle
     writes ``send()`` (setting ``response_started`` at ``http.response.start`` and
     ``response_complete`` after the last body, then calling ``wake()``) and two hooks that
     ``receive()`` calls only off the common path: ``write_continue()`` and ``resume_reading()``.
@@ -153,6 +153,11 @@ class RequestResponseCycle:
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def disconnect(self) -> None:
+        """The client is gone: ``receive()`` says ``http.disconnect``, ``send()`` raises."""
+        self.disconnected = True
+        self.wake()
 
     # --8<-- [start:receive]
     async def receive(self) -> Message:

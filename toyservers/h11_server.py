@@ -133,8 +133,7 @@ class H11Protocol(HTTPProtocol):
         super().connection_lost(exc)
         cycle = self.cycle
         if cycle is not None:
-            cycle.disconnected = True
-            cycle.wake()
+            cycle.disconnect()
 
     def on_timeout(self, kind: str) -> None:
         """``idle``: close silently (RFC 9112 §9.5). A head or body that came too slowly gets
@@ -150,8 +149,7 @@ class H11Protocol(HTTPProtocol):
         response is on the wire already (h11's side is past ``SEND_RESPONSE``)."""
         cycle = self.cycle
         if cycle is not None:
-            cycle.disconnected = True  # the app's receive() sees http.disconnect, send() raises
-            cycle.wake()
+            cycle.disconnect()
         our_state = self.conn.our_state
         if not self.transport.is_closing() and (
                 our_state is h11.IDLE or our_state is h11.SEND_RESPONSE):

@@ -126,8 +126,7 @@ class HttpToolsProtocol(HTTPProtocol):
         self.reading_stopped = True
         self.pipeline.clear()
         if self.running is not None:
-            self.running.disconnected = True
-            self.running.wake()
+            self.running.disconnect()
 
     def shutdown(self) -> None:
         """Close now if idle; else finish the request in flight (and its body) with
@@ -160,8 +159,7 @@ class HttpToolsProtocol(HTTPProtocol):
         if self.transport.is_closing():
             return
         if cycle is not None:
-            cycle.disconnected = True  # its app, if still running, sees http.disconnect
-            cycle.wake()
+            cycle.disconnect()  # its app, if still running, sees http.disconnect
             if self.access_log and not cycle.framer.head_sent:
                 log_access(self.client, cycle.scope, status)
         if cycle is None or not cycle.framer.head_sent:

@@ -105,8 +105,7 @@ class RawHTTPProtocol(HTTPProtocol):
         super().connection_lost(exc)
         self.phase = CLOSED
         if self.cycle is not None:
-            self.cycle.disconnected = True
-            self.cycle.wake()
+            self.cycle.disconnect()
 
     def eof_received(self) -> None:
         # A FIN cannot tell "done sending" from "gone", and apps wait on http.disconnect to stop
@@ -264,8 +263,7 @@ class RawHTTPProtocol(HTTPProtocol):
         self.buffer.clear()
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
-            cycle.disconnected = True
-            cycle.wake()
+            cycle.disconnect()
         if self.transport.can_write_eof() and not self.eof:
             self.transport.write_eof()
             self.flow.resume_reading()
