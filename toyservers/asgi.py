@@ -1,11 +1,15 @@
-"""The ASGI glue every toy HTTP server shares: the scope, running the app, the access log.
+"""The ASGI glue every toy HTTP server shares: the scope, the request body, running the app,
+the access log.
 
-A server module writes its own ``receive`` and ``send`` (they are where its parser and its
-framing meet the app); what is the same in every server is written here once:
+A server module writes its own ``send`` (where its framing meets the app) and the two hooks of
+``receive`` that touch its parser; what is the same in every server is written here once:
 
 - ``http_scope``: the ``http`` connection scope, built the same way from the parsed request;
-- ``RequestResponseCycle``: the base of each server's cycle. Its ``run_asgi`` is the one
-  policy for an app that fails: whatever it raises (``Exception``, ``CancelledError``,
+- ``RequestResponseCycle``: the base of each server's cycle. It holds the request body the
+  protocol hands in (``body``, ``more_body``, ``wake()``) and the one ``receive()``: 100
+  Continue when the app first asks for a body that has not come, ``http.request`` messages,
+  then ``http.disconnect`` once the response is done or the client is gone. Its ``run_asgi`` is
+  the one policy for an app that fails: whatever it raises (``Exception``, ``CancelledError``,
   ``SystemExit``, ``KeyboardInterrupt``) is logged and stays in its Task, never reaching the
   event loop; if the response has not finished, the protocol's ``send_error(500)`` answers
   500 when nothing of the response is on the wire yet, else closes the connection;
@@ -16,9 +20,12 @@ framing meet the app); what is the same in every server is written here once:
 
 Spec: ASGI 3.0, HTTP connection scope and events, spec version 2.4
 (https://asgi.readthedocs.io/en/latest/specs/www.html): "If send() is called on a closed
-connection the server should raise a server-specific subclass of OSError".
+connection the server should raise a server-specific subclass of OSError"; RFC 9110 §10.1.1
+(Expect: 100-continue).
 
-Compare with: uvicorn/protocols/http/httptools_impl.py (``RequestResponseCycle.run_asgi``),
+Compare with: uvicorn/protocols/http/httptools_impl.py (``RequestResponseCycle.run_asgi`` and
+``receive``, whose ``body``, ``more_body`` and ``message_event`` are our ``body``,
+``more_body`` and ``waiter``),
 uvicorn/protocols/utils.py (``get_path_with_query_string``), uvicorn/logging.py.
 """
 
@@ -89,6 +96,7 @@ class Connection(Protocol):
     scheme: str
     tls: dict[str, Any] | None
     state: ServerState
+    loop: asyncio.AbstractEventLoop
 
     def send_error(self, status: int) -> None:
         """Answer ``status`` and close; only close when the response is already on the wire."""
@@ -116,23 +124,74 @@ def log_access(client: tuple[str, int] | None, scope: Scope, status: int) -> Non
 
 
 class RequestResponseCycle:
-    """The base of one request's cycle: the app's Task and the one failure policy.
+    """The base of one request's cycle: the request body, ``receive()``, the app's Task and the
+    one failure policy.
 
-    A server's cycle subclasses it and writes ``receive()`` and ``send()``; it sets
-    ``response_started`` at ``http.response.start``, ``response_complete`` after the last body,
-    and ``disconnected`` when the client goes (then ``send()`` raises ClientDisconnected).
+    The protocol puts body bytes in ``body`` and calls ``wake()``; it sets ``more_body`` to
+    False at the end of the body and calls ``disconnect()`` when the client goes. A server's cycle
+    writes ``send()`` (setting ``response_started`` at ``http.response.start`` and
+    ``response_complete`` after the last body, then calling ``wake()``) and two hooks that
+    ``receive()`` calls only off the common path: ``write_continue()`` and ``resume_reading()``.
     """
 
     __slots__ = ("protocol", "scope", "disconnected", "response_started", "response_complete",
-                 "task")
+                 "task", "body", "more_body", "body_done", "expect_100", "waiter")
 
-    def __init__(self, protocol: Connection, scope: Scope) -> None:
+    def __init__(self, protocol: Connection, scope: Scope, expect_100: bool = False) -> None:
         self.protocol = protocol
         self.scope = scope
         self.disconnected = self.response_started = self.response_complete = False
         self.task: asyncio.Task[None] | None = None
+        self.body = b""  # received, not yet handed to the app
+        self.more_body = True  # more request body is still to come from the client
+        self.body_done = False  # the last http.request message was handed to the app
+        self.expect_100 = expect_100  # the client waits for 100 Continue, not yet sent
+        self.waiter: asyncio.Future[None] | None = None  # receive() waiting for body
 
+    def wake(self) -> None:
+        """Wake ``receive()`` if it waits (new body bytes, end of body, disconnect, done)."""
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def disconnect(self) -> None:
+        """The client is gone: ``receive()`` says ``http.disconnect``, ``send()`` raises."""
+        self.disconnected = True
+        self.wake()
+
+    # --8<-- [start:receive]
     async def receive(self) -> Message:
+        """``http.request`` with the body bytes read so far, or ``http.disconnect``."""
+        if self.expect_100:
+            self.expect_100 = False
+            # RFC 9110 §10.1.1: the client waits for 100 before sending the body; we send it
+            # once the app asks for a body that has not come (never after a response byte).
+            if not self.body and self.more_body and not self.disconnected:
+                self.write_continue()
+        # Once the app has the whole body (body_done), only a disconnect can follow.
+        while not self.body and (self.more_body or self.body_done) and not (
+                self.disconnected or self.response_complete):
+            self.waiter = self.protocol.loop.create_future()
+            self.resume_reading()  # may hand over held-back body and wake the waiter at once
+            await self.waiter
+            self.waiter = None
+        if self.disconnected or self.response_complete:
+            return {"type": "http.disconnect"}
+        body, self.body = self.body, b""
+        more_body = self.more_body
+        if more_body:
+            self.resume_reading()
+        else:
+            self.body_done = True
+        return {"type": "http.request", "body": body, "more_body": more_body}
+    # --8<-- [end:receive]
+
+    def write_continue(self) -> None:
+        """Write ``100 Continue`` if no byte of the response is out (RFC 9110 §15.2)."""
+        raise NotImplementedError
+
+    def resume_reading(self) -> None:
+        """The app wants more body than has come: let the client send it."""
         raise NotImplementedError
 
     async def send(self, message: Message) -> None:

@@ -133,8 +133,7 @@ class H11Protocol(HTTPProtocol):
         super().connection_lost(exc)
         cycle = self.cycle
         if cycle is not None:
-            cycle.disconnected = True
-            cycle.wake()
+            cycle.disconnect()
 
     def on_timeout(self, kind: str) -> None:
         """``idle``: close silently (RFC 9112 §9.5). A head or body that came too slowly gets
@@ -150,8 +149,7 @@ class H11Protocol(HTTPProtocol):
         response is on the wire already (h11's side is past ``SEND_RESPONSE``)."""
         cycle = self.cycle
         if cycle is not None:
-            cycle.disconnected = True  # the app's receive() sees http.disconnect, send() raises
-            cycle.wake()
+            cycle.disconnect()
         our_state = self.conn.our_state
         if not self.transport.is_closing() and (
                 our_state is h11.IDLE or our_state is h11.SEND_RESPONSE):
@@ -194,10 +192,9 @@ class H11Protocol(HTTPProtocol):
                 cycle = self.cycle
                 if cycle is None or cycle.response_complete:
                     continue  # answered already: drop the rest (RFC 9112 §9.3; unread_body_closes)
-                cycle.body.append(data)
-                cycle.body_len += len(data)
+                cycle.body += data  # b"" + data is data itself; the rest is bounded by the pause
                 cycle.wake()
-                if cycle.body_len >= HIGH_WATER_LIMIT:
+                if len(cycle.body) >= HIGH_WATER_LIMIT:
                     # Enough for the app: stop reading until its receive() takes it.
                     self.flow.pause_reading()
                     self.deadline.clear()
@@ -315,66 +312,38 @@ class H11Protocol(HTTPProtocol):
 
 
 class RequestResponseCycle(asgi.RequestResponseCycle):
-    """One request: the app's ``receive`` and ``send`` (``run_asgi`` comes from the base).
+    """One request: the app's ``send`` and the hooks of ``receive`` (the base holds the body,
+    ``receive`` and ``run_asgi``).
 
     The response head is framed with the first body message ("the protocol server must not
     start sending the response to the client until it has received at least one Response Body
     event", ASGI HTTP spec), so a small response leaves in one ``transport.write``.
     """
 
-    __slots__ = ("conn", "transport", "flow", "body", "body_len", "more_body", "body_done",
-                 "waiter", "keep_alive", "expect_100", "fields", "status", "no_body")
+    __slots__ = ("conn", "transport", "flow", "keep_alive", "fields", "status", "no_body")
 
     def __init__(self, protocol: H11Protocol, scope: Scope) -> None:
-        super().__init__(protocol, scope)
+        super().__init__(protocol, scope, protocol.conn.they_are_waiting_for_100_continue)
         self.protocol: H11Protocol = protocol
         self.conn, self.transport, self.flow = protocol.conn, protocol.transport, protocol.flow
-        self.body: list[bytes] = []  # received, not yet handed to the app
-        self.body_len = 0  # bytes in self.body
-        self.more_body = True  # more request body is still to come from the client
-        self.body_done = False  # the last http.request message was handed to the app
-        self.waiter: asyncio.Future[None] | None = None  # receive() waiting for body
         self.keep_alive = True  # False: close after this response (graceful shutdown)
-        self.expect_100 = self.conn.they_are_waiting_for_100_continue
         self.fields: http1.ResponseFields | None = None  # the checked head, until written
         self.status = 0
         self.no_body = False  # the response has no content: HEAD, 204, 304 (RFC 9110 §6.4.1)
 
-    def wake(self) -> None:
-        """Wake ``receive()`` if it waits (new body bytes, end of body, disconnect, done)."""
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
     # ASGI interface
 
-    async def receive(self) -> Message:
-        """``http.request`` with the body bytes read so far, or ``http.disconnect``."""
-        if self.expect_100:
-            self.expect_100 = False
-            # RFC 9110 §10.1.1 and §15.2: 100 once the app wants the body, while no byte of the
-            # response is out (h11 clears the flag once our Response is sent, or body came).
-            if self.conn.they_are_waiting_for_100_continue and not self.disconnected:
-                self.transport.write(self.conn.send(h11.InformationalResponse(
-                    status_code=100, headers=[], reason=b"Continue")))
-        while not self.body and (self.more_body or self.body_done) and not (
-                self.disconnected or self.response_complete):
-            self.waiter = self.protocol.loop.create_future()
-            await self.waiter
-            self.waiter = None
-        if self.disconnected or self.response_complete or self.body_done:
-            return {"type": "http.disconnect"}
-        body = b"".join(self.body)
-        self.body.clear()
-        self.body_len = 0
-        more_body = self.more_body
-        if not more_body:
-            self.body_done = True
-        elif self.flow.read_paused:
+    def write_continue(self) -> None:
+        # h11 clears the flag once our Response is sent, or body came (RFC 9110 §15.2).
+        if self.conn.they_are_waiting_for_100_continue:
+            self.transport.write(self.conn.send(h11.InformationalResponse(
+                status_code=100, headers=[], reason=b"Continue")))
+
+    def resume_reading(self) -> None:
+        if self.flow.read_paused:
             # handle_events stopped (HIGH_WATER_LIMIT or MAX_EVENTS): pull on at the loop's
             # next turn, so an app reading in a loop cannot keep the loop to itself.
             self.protocol.loop.call_soon(self.protocol.handle_events)
-        return {"type": "http.request", "body": body, "more_body": more_body}
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:

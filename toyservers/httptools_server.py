@@ -126,8 +126,7 @@ class HttpToolsProtocol(HTTPProtocol):
         self.reading_stopped = True
         self.pipeline.clear()
         if self.running is not None:
-            self.running.disconnected = True
-            self.running.wake()
+            self.running.disconnect()
 
     def shutdown(self) -> None:
         """Close now if idle; else finish the request in flight (and its body) with
@@ -160,8 +159,7 @@ class HttpToolsProtocol(HTTPProtocol):
         if self.transport.is_closing():
             return
         if cycle is not None:
-            cycle.disconnected = True  # its app, if still running, sees http.disconnect
-            cycle.wake()
+            cycle.disconnect()  # its app, if still running, sees http.disconnect
             if self.access_log and not cycle.framer.head_sent:
                 log_access(self.client, cycle.scope, status)
         if cycle is None or not cycle.framer.head_sent:
@@ -382,49 +380,24 @@ class HttpToolsProtocol(HTTPProtocol):
 
 
 class RequestResponseCycle(asgi.RequestResponseCycle):
-    """One request and its response: the ``receive`` and ``send`` of one app call."""
+    """One request and its response: ``send`` and the two hooks of the base's ``receive``."""
 
     protocol: HttpToolsProtocol
-    __slots__ = ("transport", "framer", "expect_100", "body", "more_body", "body_done",
-                 "waiter")
+    __slots__ = ("transport", "framer")
 
     def __init__(self, protocol: HttpToolsProtocol, scope: Scope, framer: ResponseFramer,
                  expect_100: bool) -> None:
-        super().__init__(protocol, scope)
+        super().__init__(protocol, scope, expect_100)
         self.transport = protocol.transport
         self.framer = framer  # frames the response; its keep_alive: the connection goes on
-        self.expect_100 = expect_100
-        self.body = b""  # received, not yet handed to the app
-        self.more_body = True  # more request body is still to come from the client
-        self.body_done = False  # the last http.request message was handed to the app
-        self.waiter: asyncio.Future[None] | None = None  # receive() waiting for body
 
-    def wake(self) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+    def write_continue(self) -> None:
+        if not self.framer.head_sent:
+            self.transport.write(http1.CONTINUE_100)
 
-    async def receive(self) -> Message:
-        if self.expect_100:
-            self.expect_100 = False
-            # RFC 9110 §10.1.1: 100 once the app asks for a body that has not come yet
-            if not self.body and self.more_body and not self.framer.head_sent:
-                self.transport.write(http1.CONTINUE_100)
-        # Wait for body, or after the last body for http.disconnect
-        while not self.body and (self.more_body or self.body_done) and not (
-                self.disconnected or self.response_complete):
-            if not self.protocol.pipeline:
-                self.protocol.flow.resume_reading()
-            self.waiter = self.protocol.loop.create_future()
-            await self.waiter
-            self.waiter = None
-        if self.disconnected or self.response_complete:
-            return {"type": "http.disconnect"}
-        body, self.body = self.body, b""
-        if not self.more_body:
-            self.body_done = True
-        elif self.protocol.flow.read_paused and not self.protocol.pipeline:
+    def resume_reading(self) -> None:
+        if not self.protocol.pipeline:  # else the pipelined requests hold reading paused
             self.protocol.flow.resume_reading()
-        return {"type": "http.request", "body": body, "more_body": self.more_body}
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:

@@ -4,7 +4,8 @@ I/O model: one ``asyncio.Protocol`` per TCP connection. ``data_received`` append
 buffer; once it holds a whole request head, the project's own parser
 (``toyservers.http1_parser``: plain functions on bytes, no I/O) checks and splits it, and a
 ``RequestResponseCycle`` runs the app as a Task. Body bytes (counted by Content-Length or
-decoded by ``ChunkedDecoder``) reach the app through ``receive()``; ``send()`` frames the
+decoded by ``ChunkedDecoder``) reach the app through the shared ``receive()``
+(``toyservers.asgi``); ``send()`` frames the
 response with ``http1.ResponseFramer``. One request at a time: a pipelined request waits in the
 buffer until the response in flight is complete. What this module adds to the parser is the
 I/O: when to parse, when to pause reading, which deadline runs, how to close.
@@ -104,8 +105,7 @@ class RawHTTPProtocol(HTTPProtocol):
         super().connection_lost(exc)
         self.phase = CLOSED
         if self.cycle is not None:
-            self.cycle.disconnected = True
-            self.cycle.wake()
+            self.cycle.disconnect()
 
     def eof_received(self) -> None:
         # A FIN cannot tell "done sending" from "gone", and apps wait on http.disconnect to stop
@@ -263,8 +263,7 @@ class RawHTTPProtocol(HTTPProtocol):
         self.buffer.clear()
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
-            cycle.disconnected = True
-            cycle.wake()
+            cycle.disconnect()
         if self.transport.can_write_eof() and not self.eof:
             self.transport.write_eof()
             self.flow.resume_reading()
@@ -285,61 +284,25 @@ class RawHTTPProtocol(HTTPProtocol):
 
 
 class RequestResponseCycle(asgi.RequestResponseCycle):
-    """One request and its response: the scope, ``receive()`` and ``send()`` given to the app
-    (the base class runs the app, ``run_asgi``, and answers its failures)."""
+    """One request and its response: ``send()`` and the two hooks of ``receive()`` (the base
+    class holds the body, ``receive()`` and ``run_asgi``, and answers the app's failures)."""
 
-    __slots__ = ("transport", "flow", "framer", "expect_100", "body", "more_body",
-                 "request_complete", "waiter")
+    __slots__ = ("transport", "flow", "framer")
     protocol: RawHTTPProtocol
 
     def __init__(self, protocol: RawHTTPProtocol, scope: Scope, keep_alive: bool,
                  expect_100: bool) -> None:
-        super().__init__(protocol, scope)
+        super().__init__(protocol, scope, expect_100)
         self.transport, self.flow = protocol.transport, protocol.flow
         self.framer = http1.ResponseFramer(scope["method"] == "HEAD",
                                            scope["http_version"] == "1.0", keep_alive)
-        self.expect_100 = expect_100
-        self.body = b""  # request body bytes not yet received by the app
-        self.more_body = True  # more body bytes will come
-        self.request_complete = False
-        self.waiter: asyncio.Future[None] | None = None
 
-    def wake(self) -> None:
-        """Resume a ``receive()`` waiting for body bytes, the end of the body or a disconnect."""
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+    def write_continue(self) -> None:
+        if not self.framer.head_sent:  # never to HTTP/1.0: see body_framing
+            self.transport.write(http1.CONTINUE_100)
 
-    async def _wait(self) -> None:
-        self.waiter = waiter = self.protocol.loop.create_future()
-        self.protocol.resume_reading()  # the app wants more: let the client send it
-        await waiter  # at once if resume_reading decoded held-back chunks and woke it
-
-    # --8<-- [start:receive]
-    async def receive(self) -> Message:
-        if self.expect_100 and not self.disconnected:
-            # RFC 9110 §10.1.1: the client waits for 100 before sending the body; we send it
-            # once the app asks for the body (never to HTTP/1.0: see body_framing), and only
-            # while no byte of the response is out (RFC 9110 §15.2: 1xx precede the final one).
-            self.expect_100 = False
-            if not self.framer.head_sent:
-                self.transport.write(http1.CONTINUE_100)
-        # Once the app has the whole body (request_complete), only a disconnect can follow.
-        while not (self.disconnected or self.response_complete) and (
-                self.request_complete or (self.more_body and not self.body)):
-            await self._wait()
-        if self.disconnected or self.response_complete:
-            return {"type": "http.disconnect"}
-        body, self.body = self.body, b""
-        more_body = self.more_body
-        if more_body:
-            self.protocol.resume_reading()  # may decode more into self.body, for the next call
-        else:
-            self.request_complete = True
-        return {"type": "http.request", "body": body, "more_body": more_body}
-    # --8<-- [end:receive]
+    def resume_reading(self) -> None:
+        self.protocol.resume_reading()  # may decode held-back chunks into self.body
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:
