@@ -38,10 +38,12 @@ def test_argv_is_data_and_names_the_app_host_and_port(name: str) -> None:
     assert HOST in text and str(PORT) in text
     if spec.kind == "baseline":
         assert argv[:3] == [sys.executable, str(BARE_FILE), APP]
+    elif spec.argv.program == "{python}":  # a launcher module run by this interpreter
+        assert argv[:2] == [sys.executable, "-m"]
     else:
         assert argv[0].endswith(spec.argv.program)
     if spec.kind == "toy":
-        assert value_after(argv, "--server") == name
+        assert value_after(argv, "--server") == (spec.variant_of or name)
 
 
 @pytest.mark.parametrize("name", list(SERVERS))
@@ -62,7 +64,7 @@ def test_workers_are_honoured_or_refused_with_the_reason(name: str) -> None:
 
 def test_the_servers_with_a_workers_option() -> None:
     assert {n for n, s in SERVERS.items() if s.multiprocess} == {
-        "uvicorn", "uvicorn-h11", "hypercorn", "granian", "gunicorn"}
+        "uvicorn", "uvicorn-h11", "hypercorn", "granian", "gunicorn", "gunicorn-gthread"}
     assert "daphne has no --workers" in str(SERVERS["daphne"].one_process)
 
 
@@ -96,6 +98,27 @@ def test_uvicorn_argv_in_full() -> None:
 def test_the_app_comes_last_where_the_server_wants_it_last() -> None:
     for name in ("hypercorn", "daphne", "granian", "gunicorn"):
         assert SERVERS[name].command(APP, HOST, PORT, access_log=True)[-1] == APP, name
+
+
+def test_a_variant_is_its_program_with_other_options() -> None:
+    for name, spec in SERVERS.items():
+        if spec.variant_of is not None:
+            base = SERVERS[spec.variant_of]
+            assert (base.kind, base.interface, base.package, base.module) == (
+                spec.kind, spec.interface, spec.package, spec.module), name
+            assert spec.argv.program == base.argv.program and spec.argv != base.argv, name
+    assert value_after(SERVERS["toy-wsgi-gthread"].command(APP, HOST, PORT),
+                       "--worker-class") == "gthread"
+    assert value_after(SERVERS["gunicorn-gthread"].command(APP, HOST, PORT),
+                       "--worker-class") == "gthread"
+
+
+def test_the_wsgi_servers() -> None:
+    assert available(interface="wsgi") == ["toy-wsgi", "toy-wsgi-gthread", "gunicorn",
+                                           "gunicorn-gthread", "waitress", "wsgiref"]
+    wsgiref = get("wsgiref")
+    assert wsgiref.command(APP, HOST, PORT)[1:4] == ["-m", "bench.wsgiref_server", APP]
+    assert wsgiref.version() == sys.version.split()[0]
 
 
 def test_daphne_tls_escapes_its_endpoint_string() -> None:

@@ -6,12 +6,15 @@ one module plus one entry here. An entry is data: how its command line is built 
 several worker processes, the protocols it speaks, which distribution's version to report,
 and, for our own servers, the module holding ``serve()`` and ``run()``.
 
-Names: ``toy-raw``, ``toy-h11``, ``toy-httptools`` (ours, ASGI); ``toy-wsgi`` (ours, WSGI);
-``uvicorn`` (httptools + uvloop),
-``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers); ``gunicorn``
-(reference WSGI server); ``bare`` (a baseline for ``bench layers``: the least server that
-runs an ASGI app on httptools, ``lessons/code/05-speed/bare_httptools.py``; not a server to
-use, and never offered by :func:`available` unless asked for).
+Names: ``toy-raw``, ``toy-h11``, ``toy-httptools`` (ours, ASGI); ``toy-wsgi`` and
+``toy-wsgi-gthread`` (ours, WSGI: the sync and the gthread worker); ``uvicorn`` (httptools +
+uvloop), ``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers);
+``gunicorn``, ``gunicorn-gthread``, ``waitress`` and ``wsgiref`` (reference WSGI servers:
+gunicorn's two workers, waitress's thread pool, and the standard library's one-thread
+``wsgiref.simple_server`` run by ``bench/wsgiref_server.py``); ``bare`` (a baseline for
+``bench layers``: the least server that runs an ASGI app on httptools,
+``lessons/code/05-speed/bare_httptools.py``; not a server to use, and never offered by
+:func:`available` unless asked for).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import platform
 import shutil
 import string
 import sys
@@ -121,12 +125,15 @@ class ServerSpec:
         kind: ``"toy"`` (written here), ``"reference"`` (a real server we compare with) or
             ``"baseline"`` (a measuring stick for ``bench``, not a server anyone should use).
         interface: ``"asgi"`` or ``"wsgi"``: the kind of app it serves.
-        package: the distribution whose version results report.
+        package: the distribution whose version results report; ``"python"``: the standard
+            library's (the interpreter's version).
         description: one line for tables and ``--help``.
         argv: its command line as data (see :class:`Argv`).
         protocols: what it speaks, out of :data:`PROTOCOLS`.
         module: for toy servers, the module with ``serve()`` and ``run()``.
         one_process: when ``argv.workers`` is None, why it runs one process only.
+        variant_of: the entry this one runs with other options (its own row in results, the
+            same program: ``uvicorn-h11`` is ``uvicorn`` with ``--http h11``), or None.
     """
 
     name: str
@@ -138,6 +145,7 @@ class ServerSpec:
     protocols: frozenset[str] = frozenset({"http/1.1"})
     module: str | None = None
     one_process: str | None = None
+    variant_of: str | None = None
 
     def command(self, app: str, host: str, port: int, *, access_log: bool = False,
                 tls: tuple[str, str] | None = None, workers: int = 1) -> list[str]:
@@ -172,6 +180,8 @@ class ServerSpec:
 
     def version(self) -> str:
         """The installed version of ``package``, or ``"not installed"``."""
+        if self.package == "python":
+            return platform.python_version()
         try:
             return importlib.metadata.version(self.package)
         except importlib.metadata.PackageNotFoundError:
@@ -191,23 +201,41 @@ _TOY_TLS = ("--host", "{host}", "--port", "{port}",
 _TOY_ONE_PROCESS = "toyserve has no --workers yet: toyservers has no pre-fork supervisor"
 
 
-def _toy(name: str, module: str, description: str, interface: Interface = "asgi"
-         ) -> ServerSpec:
-    argv = Argv("toyserve", head=("{app}", "--server", name),
+def _toy(name: str, module: str, description: str, interface: Interface = "asgi",
+         options: tuple[str, ...] = (), variant_of: str | None = None) -> ServerSpec:
+    argv = Argv("toyserve", head=("{app}", "--server", variant_of or name),
                 listen_tls=_TOY_TLS if interface == "asgi" else None,  # toy-wsgi has no TLS
-                options=("--log-level", "warning"), access_log=("--access-log",),
+                options=(*options, "--log-level", "warning"), access_log=("--access-log",),
                 no_access_log=("--no-access-log",))
     return ServerSpec(name, "toy", interface, "toyservers", description, argv,
-                      frozenset({"http/1.1"}), module, _TOY_ONE_PROCESS)
+                      frozenset({"http/1.1"}), module, _TOY_ONE_PROCESS, variant_of)
 
 
-def _uvicorn(name: str, http: str, description: str) -> ServerSpec:
+def _uvicorn(name: str, http: str, description: str, variant_of: str | None = None
+             ) -> ServerSpec:
     argv = Argv("uvicorn", head=("{app}",), listen_tls=_TOY_TLS,
                 options=("--http", http, "--loop", "uvloop", "--log-level", "warning"),
                 access_log=("--access-log",), no_access_log=("--no-access-log",),
                 workers=("--workers", "{workers}"))
     return ServerSpec(name, "reference", "asgi", "uvicorn", description, argv,
-                      frozenset({"http/1.1", "websocket"}))
+                      frozenset({"http/1.1", "websocket"}), variant_of=variant_of)
+
+
+#: Threads for the thread-pool WSGI variants (toy-wsgi-gthread, gunicorn-gthread; waitress's
+#: default is 4 too).
+WSGI_THREADS = "4"
+
+
+def _gunicorn(name: str, description: str, options: tuple[str, ...] = (),
+              variant_of: str | None = None) -> ServerSpec:
+    argv = Argv(
+        "gunicorn", listen=("--bind", "{host}:{port}"),
+        listen_tls=("--bind", "{host}:{port}", "--certfile", "{certfile}", "--keyfile",
+                    "{keyfile}"),
+        options=(*options, "--log-level", "warning"), access_log=("--access-logfile", "-"),
+        workers=("--workers", "{workers}"), tail=("{app}",))
+    return ServerSpec(name, "reference", "wsgi", "gunicorn", description, argv,
+                      frozenset({"http/1.1"}), variant_of=variant_of)
 
 
 def _entries() -> dict[str, ServerSpec]:
@@ -229,12 +257,10 @@ def _entries() -> dict[str, ServerSpec]:
         options=("--loop", "uvloop", "--log-level", "warning"),
         access_log=("--access-log",), no_access_log=("--no-access-log",),
         workers=("--workers", "{workers}"), tail=("{app}",))
-    gunicorn = Argv(
-        "gunicorn", listen=("--bind", "{host}:{port}"),
-        listen_tls=("--bind", "{host}:{port}", "--certfile", "{certfile}", "--keyfile",
-                    "{keyfile}"),
-        options=("--log-level", "warning"), access_log=("--access-logfile", "-"),
-        workers=("--workers", "{workers}"), tail=("{app}",))
+    waitress = Argv("waitress-serve", listen=("--listen={host}:{port}",),
+                    options=(f"--threads={WSGI_THREADS}",), access_log=None, tail=("{app}",))
+    wsgiref = Argv("{python}", head=("-m", "bench.wsgiref_server", "{app}"),
+                   no_access_log=("--no-access-log",))
     bare = Argv("{python}", head=(str(BARE_FILE).replace("{", "{{").replace("}", "}}"),
                                   "{app}"), access_log=None)
     specs = [
@@ -244,8 +270,11 @@ def _entries() -> dict[str, ServerSpec]:
              "ours: llhttp callbacks through httptools"),
         _toy("toy-wsgi", "toyservers.wsgi_server",
              "ours: WSGI on sockets and threads, sync worker", "wsgi"),
+        _toy("toy-wsgi-gthread", "toyservers.wsgi_server",
+             f"ours: WSGI on sockets and threads, gthread worker ({WSGI_THREADS} threads)",
+             "wsgi", ("--worker-class", "gthread", "--threads", WSGI_THREADS), "toy-wsgi"),
         _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
-        _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop"),
+        _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop", "uvicorn"),
         ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",
                    hypercorn, frozenset({"http/1.1", "h2", "h2c", "websocket"})),
         ServerSpec("daphne", "reference", "asgi", "daphne", "daphne, Twisted", daphne,
@@ -254,8 +283,17 @@ def _entries() -> dict[str, ServerSpec]:
                                "load balancer (or one socket passed with --fd)"),
         ServerSpec("granian", "reference", "asgi", "granian", "granian, Rust (hyper)",
                    granian, frozenset({"http/1.1", "h2", "h2c", "websocket"})),
-        ServerSpec("gunicorn", "reference", "wsgi", "gunicorn", "gunicorn, sync worker",
-                   gunicorn, frozenset({"http/1.1"})),
+        _gunicorn("gunicorn", "gunicorn, sync worker"),
+        _gunicorn("gunicorn-gthread", f"gunicorn, gthread worker ({WSGI_THREADS} threads)",
+                  ("--worker-class", "gthread", "--threads", WSGI_THREADS), "gunicorn"),
+        ServerSpec("waitress", "reference", "wsgi", "waitress",
+                   f"waitress, asyncore-style I/O thread + {WSGI_THREADS} app threads",
+                   waitress, frozenset({"http/1.1"}),
+                   one_process="waitress runs one process: threads only"),
+        ServerSpec("wsgiref", "reference", "wsgi", "python",
+                   "wsgiref.simple_server (standard library), one thread, HTTP/1.0",
+                   wsgiref, frozenset({"http/1.1"}),
+                   one_process="wsgiref.simple_server is one process and one thread"),
         ServerSpec("bare", "baseline", "asgi", "httptools",
                    "baseline: ASGI on httptools, no checks, limits or timers", bare,
                    frozenset({"http/1.1"}),
