@@ -180,6 +180,13 @@ def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "11"),
                                   ("Upgrade", "conformance/1")])
         return [HELLO]
+    if path == "/short":  # a Content-Length the body does not reach
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "20")])
+        return iter([HELLO])
+    if path == "/inject":  # a header value carrying a CRLF and a second field
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "11"),
+                                  ("X-Bad", "a\r\nX-Injected: 1")])
+        return [HELLO]
     if path == "/length":  # Content-Length given, body in two pieces
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "11")])
         return iter([HELLO[:5], HELLO[5:]])

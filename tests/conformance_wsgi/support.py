@@ -44,6 +44,8 @@ FEATURES: list[str] = [
     "file-wrapper",
     "hop-by-hop-refused",
     "content-length",
+    "header-injection-refused",
+    "date-header",
     "chunked-response",
     "http10",
     "head",
@@ -51,6 +53,7 @@ FEATURES: list[str] = [
     "pipelining",
     "connection-close",
     "expect-100-continue",
+    "no-100-to-http10",
     "malformed-400",
     "app-exception-500",
     "no-response-500",
@@ -90,6 +93,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "keep-alive": "an HTTP/1.0 server: one request per connection",
         "pipelining": "an HTTP/1.0 server: one request per connection",
         "expect-100-continue": "an HTTP/1.0 server: no 100 Continue",
+        "header-injection-refused": "writes the app's header values as they are: a CRLF in"
+                                    " one adds a field (PEP 3333 puts the duty on the app)",
         "malformed-400": "http.server's parsing: a field line without a colon is accepted, and"
                          " a request line of four words gets no response at all",
     },

@@ -8,6 +8,7 @@ headers, "HTTP 1.1 Expect/Continue"); RFC 9112 §6 (message body), §7.1 (chunke
 
 from __future__ import annotations
 
+import email.utils
 import os
 import threading
 import time
@@ -115,6 +116,34 @@ def test_app_content_length_is_kept(server: RunningServer) -> None:
     assert response.body == apps.HELLO
 
 
+@feature("content-length")
+def test_body_shorter_than_its_content_length_closes(server: RunningServer) -> None:
+    # RFC 9112 §6.3: a body that ends before its Content-Length is incomplete; the server
+    # can only close, and must not leave the client waiting for bytes that never come.
+    with Connection(server.port) as conn:
+        conn.send(request("GET", "/short"))
+        response = conn.read_response()
+        assert response is not None and not response.complete
+        assert response.body == apps.HELLO
+        assert conn.eof
+
+
+@feature("header-injection-refused")
+def test_crlf_in_an_app_header_value_is_refused(server: RunningServer) -> None:
+    # PEP 3333: a header value "must not include any control characters, including carriage
+    # returns or linefeeds"; sent as is, the app's value would add a field (response splitting).
+    response = get(server.port, "/inject")
+    assert response.header("x-injected") is None, "the app's CRLF split the header"
+
+
+@feature("date-header")
+def test_date_header_is_sent(server: RunningServer) -> None:
+    # RFC 9110 §6.6.1: an origin server with a clock MUST send Date on 2xx responses.
+    response = get(server.port, "/length")
+    value = response.header("date")
+    assert value is not None and email.utils.parsedate_to_datetime(value) is not None
+
+
 @feature("chunked-response")
 def test_response_without_length_is_chunked_on_http11(server: RunningServer) -> None:
     response = get(server.port, "/stream")
@@ -203,6 +232,17 @@ def test_100_continue_comes_when_the_app_reads(server: RunningServer) -> None:
         conn.send(b"hello")
         final = conn.read_response()
     assert final is not None and final.status == 200 and final.json() == {"body": "hello"}
+
+
+@feature("no-100-to-http10")
+def test_no_100_continue_to_http10(server: RunningServer) -> None:
+    # RFC 9110 §10.1.1: "A server that receives a 100-continue expectation in an HTTP/1.0
+    # request MUST ignore that expectation."
+    with Connection(server.port) as conn:
+        conn.send(request("POST", "/echo", version="HTTP/1.0",
+                          headers=[("Expect", "100-continue")], body=b"hello"))
+        first = conn.read_response(informational=True)
+    assert first is not None and first.status == 200, "100 Continue to an HTTP/1.0 client"
 
 
 @feature("malformed-400")
