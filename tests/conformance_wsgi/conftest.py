@@ -10,6 +10,8 @@ The ASGI suite's machinery (``tests/conformance/conftest.py``), for WSGI servers
   ``support.FEATURES``; a (server, feature) pair in ``support.UNSUPPORTED`` becomes
   ``xfail(strict=True)`` with the reason, and so does a test listed in ``support.VIOLATIONS``
   or ``support.TOY_BUGS`` (reported as ``violation``).
+- Slow behaviours (the keep-alive idle timeout) are probed in a background thread started
+  with the server, as in the ASGI suite, so the bounded wait overlaps the other tests.
 - Report: ``--wsgi-conformance-report PATH`` (or ``WSGI_CONFORMANCE_REPORT``) writes the ASGI
   suite's JSON shape, ``{"features": [...], "records": [...]}``; ``bench conformance`` builds
   the WSGI matrix from it.
@@ -24,11 +26,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.conformance.conftest import _OUTCOME_RANK
+from tests.conformance.conftest import _OUTCOME_RANK, Probe, idle_probe
 from tests.conformance_wsgi import support
 from tests.support.running import RunningServer, running_server
 from toyservers.registry import SERVERS, available
@@ -137,10 +140,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         Path(path).write_text(json.dumps(report, indent=1))
 
 
+@dataclass
+class WSGIServer(RunningServer):
+    """A server process serving ``apps:app``, with the slow probes started alongside it."""
+
+    probes: dict[str, Probe] = field(default_factory=dict)
+
+
 @pytest.fixture(scope="session")
 def server(server_name: str, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[RunningServer]:
-    """The shared server process for ``server_name`` (one per session)."""
+           ) -> Iterator[WSGIServer]:
+    """The shared server process for ``server_name`` (one per session), probes running: the
+    ASGI suite's keep-alive idle probe (a request, then silence, up to IDLE_BOUND s), whose
+    wait overlaps the other tests. (No slow-headers probe: on a one-thread server a trickled
+    head would hold the only thread, and every other test with it.)"""
     workdir = tmp_path_factory.mktemp(f"conformance-wsgi-{server_name}")
     with running_server(server_name, app=APP, log_path=workdir / "server.log") as running:
-        yield running
+        started = WSGIServer(server_name, running.process)
+        started.probes["idle"] = Probe(lambda: idle_probe(started.port))
+        yield started

@@ -44,12 +44,14 @@ FEATURES: list[str] = [
     "file-wrapper",
     "hop-by-hop-refused",
     "content-length",
+    "short-body-closes",
     "header-injection-refused",
     "date-header",
     "chunked-response",
     "http10",
     "head",
     "keep-alive",
+    "idle-timeout",
     "pipelining",
     "connection-close",
     "expect-100-continue",
@@ -77,9 +79,16 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-wsgi": dict(_SYNC_WORKER),
     "gunicorn": {**_SYNC_WORKER, "expect-100-continue": _EAGER_100,
                  "exc-info": _GUNICORN_EXC_INFO},
-    "gunicorn-gthread": {"expect-100-continue": _EAGER_100, "exc-info": _GUNICORN_EXC_INFO},
+    "gunicorn-gthread": {
+        "expect-100-continue": _EAGER_100,
+        "exc-info": _GUNICORN_EXC_INFO,
+        "short-body-closes": "after a body shorter than the app's Content-Length it keeps the"
+                             " connection and answers the next request there, which the"
+                             " client reads as the rest of the body",
+    },
     "waitress": {
         "expect-100-continue": _EAGER_100 + " (and reads the whole body before the app runs)",
+        "idle-timeout": "closes an idle connection after channel_timeout, 120 s by default",
         "large-download": "buffers the response in memory until outbuf_high_watermark (16 MB"
                           " by default) before the app's thread waits for the client",
     },

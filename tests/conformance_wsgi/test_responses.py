@@ -8,6 +8,7 @@ headers, "HTTP 1.1 Expect/Continue"); RFC 9112 §6 (message body), §7.1 (chunke
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import os
 import threading
@@ -15,7 +16,9 @@ import time
 
 import pytest
 
+from tests.conformance.conftest import IDLE_BOUND
 from tests.conformance_wsgi import apps
+from tests.conformance_wsgi.conftest import WSGIServer
 from tests.conformance_wsgi.support import Connection, Response, get, request
 from tests.support.running import RunningServer
 
@@ -116,16 +119,22 @@ def test_app_content_length_is_kept(server: RunningServer) -> None:
     assert response.body == apps.HELLO
 
 
-@feature("content-length")
+@feature("short-body-closes")
 def test_body_shorter_than_its_content_length_closes(server: RunningServer) -> None:
-    # RFC 9112 §6.3: a body that ends before its Content-Length is incomplete; the server
-    # can only close, and must not leave the client waiting for bytes that never come.
+    # RFC 9112 §6.3: a body that ends before its Content-Length is incomplete, and the bytes
+    # after it would be read as the rest of the body: the server must close, not take and
+    # answer another request on this connection.
     with Connection(server.port) as conn:
         conn.send(request("GET", "/short"))
-        response = conn.read_response()
-        assert response is not None and not response.complete
-        assert response.body == apps.HELLO
-        assert conn.eof
+        head = conn.read_head()
+        assert head is not None and head.header("content-length") == "20"
+        while len(conn.buffer) < len(apps.HELLO) and conn._fill():
+            pass
+        assert conn.buffer == apps.HELLO
+        with contextlib.suppress(OSError):  # closed already: the send may fail
+            conn.send(request("GET", "/length"))
+        assert conn.closed_within(CLOSE_WAIT), "the connection stayed open"
+        assert b" 200 " not in conn.buffer, "a request after the short body was answered"
 
 
 @feature("header-injection-refused")
@@ -189,6 +198,15 @@ def test_two_requests_share_one_connection(server: RunningServer) -> None:
             response = conn.read_response()
             assert response is not None and response.status == 200
             assert response.body == apps.HELLO
+
+
+@feature("idle-timeout")
+def test_idle_keep_alive_connection_is_closed(server: WSGIServer) -> None:
+    # An idle keep-alive connection must not hold a slot forever: closed within IDLE_BOUND s
+    # (a one-request-per-connection server closes it at once).
+    result = server.probes["idle"].result(IDLE_BOUND + 5.0)
+    assert result.first_status == 200
+    assert result.closed, f"still open after {result.seconds:.1f} s idle"
 
 
 @feature("pipelining")
