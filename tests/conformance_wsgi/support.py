@@ -57,6 +57,7 @@ FEATURES: list[str] = [
     "expect-100-continue",
     "no-100-to-http10",
     "malformed-400",
+    "te-and-cl-closes",
     "app-exception-500",
     "no-response-500",
     "large-download",
@@ -118,8 +119,13 @@ VIOLATIONS: dict[str, dict[str, str]] = {
             "answers an app that returns without calling start_response with the status line"
             " 'HTTP/1.1 None' (RFC 9112 §4: the status code is three digits)",
     },
-    "waitress": {"test_head_has_the_headers_and_no_body": _HEAD_BODY,
-                 "test_head_of_a_streamed_response_has_no_body": _HEAD_BODY},
+    "waitress": {
+        "test_head_has_the_headers_and_no_body": _HEAD_BODY,
+        "test_head_of_a_streamed_response_has_no_body": _HEAD_BODY,
+        "test_content_length_with_transfer_encoding_closes":
+            "serves a request with both Transfer-Encoding and Content-Length and keeps the"
+            " connection open (RFC 9112 §6.3: MUST close after responding)",
+    },
     "wsgiref": {
         "test_head_has_the_headers_and_no_body": _HEAD_BODY,
         "test_head_of_a_streamed_response_has_no_body": _HEAD_BODY,

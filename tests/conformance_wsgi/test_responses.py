@@ -279,6 +279,20 @@ def test_malformed_request_gets_400_and_close(server: RunningServer, data: bytes
         assert b" 200 " not in conn.buffer, "the request after the bad one was served"
 
 
+@feature("te-and-cl-closes")
+def test_content_length_with_transfer_encoding_closes(server: RunningServer) -> None:
+    # RFC 9112 §6.3: the server MAY reject or use Transfer-Encoding alone, but it MUST close
+    # the connection after responding (the ASGI suite's test).
+    smuggle = (b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    with Connection(server.port) as conn:
+        conn.send(smuggle + request("GET", "/length"))
+        response = conn.read_response()
+        assert response is not None, "closed without a response"
+        assert conn.closed_within(CLOSE_WAIT), "connection kept open after TE + CL"
+        assert b" 200 " not in conn.buffer, "the request after TE + CL was served"
+
+
 @feature("app-exception-500")
 def test_app_exception_gives_500_and_the_server_keeps_serving(server: RunningServer) -> None:
     for _ in range(2):
