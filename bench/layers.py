@@ -127,10 +127,10 @@ class WsgiServer:
 
 #: The WSGI rows' servers, in table order: ours first, then the references.
 WSGI_SERVERS = (
-    WsgiServer("toy-wsgi-gthread", "toy-wsgi", True, "toy-wsgi, gthread worker"),
+    WsgiServer("toy-wsgi-gthread", "toy-wsgi-gthread", True, "toy-wsgi, gthread worker"),
     WsgiServer("gunicorn", "gunicorn", False,
                "gunicorn, sync worker (one connection at a time, closed after each response)"),
-    WsgiServer("gunicorn-gthread", "gunicorn", True, "gunicorn, gthread worker"),
+    WsgiServer("gunicorn-gthread", "gunicorn-gthread", True, "gunicorn, gthread worker"),
     WsgiServer("waitress", "waitress", True, "waitress, one I/O thread and a pool"),
     WsgiServer("bjoern", "bjoern", False, "bjoern, C on libev, one thread"),
 )

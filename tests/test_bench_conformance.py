@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.conformance import build_matrix, render_markdown
+from bench.conformance import SUITES, build_matrix, render_markdown
 from toyservers.registry import SERVERS
 
 
@@ -74,6 +74,58 @@ def test_bench_conformance_writes_the_matrix_for_one_server(tmp_path: Path) -> N
     assert "fail" not in row.values(), matrix["failures"]
     assert row["keep-alive"] == "pass" and row["http2"] == "unsupported"
     assert (tmp_path / "matrix.md").read_text().startswith("# What each server supports")
+
+
+WSGI_REPORT = {
+    "features": ["environ-keys", "keep-alive", "head"],
+    "records": [
+        record("toy-wsgi", "environ-keys", "passed"),
+        record("toy-wsgi", "keep-alive", "xfailed", "the sync worker closes"),
+        record("toy-wsgi", "head", "passed"),
+        record("waitress", "environ-keys", "passed"),
+        record("waitress", "keep-alive", "passed"),
+        record("waitress", "head", "violation", "violation: sends a body to HEAD"),
+    ],
+}
+
+
+def test_the_wsgi_table_sits_under_the_asgi_one() -> None:
+    matrix = build_matrix(WSGI_REPORT, ["toy-wsgi", "waitress"])
+    text = render_markdown(matrix, ["how it ran"], SUITES["wsgi"])
+    assert text.startswith("## What each WSGI server supports\n")
+    assert "`tests/conformance_wsgi`" in text and "PEP 3333" in text
+    assert "| keep-alive | unsupported | pass |" in text
+    assert "| head | pass | **fail** |" in text
+    assert "### Failures" in text and "### Not offered" in text and "### How it ran" in text
+    assert "\n## " not in text  # every heading below the title is one level down
+
+
+def test_the_suites_each_have_their_folder_and_options() -> None:
+    assert {name: suite.path for name, suite in SUITES.items()} == {
+        "asgi": "tests/conformance", "wsgi": "tests/conformance_wsgi"}
+    assert [suite.stem for suite in SUITES.values()] == ["matrix", "matrix-wsgi"]
+    for suite in SUITES.values():
+        assert (Path(__file__).parents[1] / suite.path / "conftest.py").is_file()
+
+
+@pytest.mark.slow
+def test_bench_conformance_writes_the_wsgi_matrix(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "conformance", "--servers", "toy-wsgi-gthread",
+         "--output", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert not (tmp_path / "matrix.json").exists()  # no ASGI server chosen
+    matrix = json.loads((tmp_path / "matrix-wsgi.json").read_text())
+    assert list(matrix["servers"]) == ["toy-wsgi-gthread"]
+    row = matrix["results"]["toy-wsgi-gthread"]
+    assert len(row) >= 20
+    assert "fail" not in row.values(), matrix["failures"]
+    assert row["keep-alive"] == "pass" and row["environ-keys"] == "pass"
+    text = (tmp_path / "matrix-wsgi.md").read_text()
+    assert text.startswith("## What each WSGI server supports")
+    assert "toy-wsgi-gthread" in result.stdout
 
 
 def test_bench_conformance_unknown_server_is_one_line(tmp_path: Path) -> None:

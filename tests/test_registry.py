@@ -7,6 +7,7 @@ gaps), and one real start with two worker processes.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import httpx
@@ -43,7 +44,7 @@ def test_argv_is_data_and_names_the_app_host_and_port(name: str) -> None:
     else:
         assert argv[0].endswith(spec.argv.program)
     if spec.kind == "toy":
-        assert value_after(argv, "--server") == name
+        assert value_after(argv, "--server") == (spec.variant_of or name)
 
 
 @pytest.mark.parametrize("name", list(SERVERS))
@@ -68,9 +69,11 @@ def test_threads_are_a_section_of_the_argv_or_refused(name: str) -> None:
     plain = spec.command(APP, HOST, PORT)
     if spec.threaded:
         threaded = spec.command(APP, HOST, PORT, threads=7)
-        assert threaded != plain and "7" in " ".join(threaded[len(plain) - 1:])
+        assert threaded != plain and [p for p in threaded if p not in plain][-1].endswith("7")
         if spec.argv.tail:  # the app stays last where the server wants it last
             assert threaded[-1] == plain[-1] == APP
+        if spec.threads is not None:  # a gthread variant: its own count unless asked
+            assert plain == spec.command(APP, HOST, PORT, threads=spec.threads)
     else:
         with pytest.raises(ValueError, match=f"{name} takes no thread count"):
             spec.command(APP, HOST, PORT, threads=2)
@@ -79,9 +82,11 @@ def test_threads_are_a_section_of_the_argv_or_refused(name: str) -> None:
 
 
 def test_the_wsgi_servers_and_their_thread_models() -> None:
-    assert {n for n, s in SERVERS.items() if s.threaded} == {"toy-wsgi", "gunicorn", "waitress"}
+    assert {n for n, s in SERVERS.items() if s.threaded} == {
+        "toy-wsgi", "toy-wsgi-gthread", "gunicorn", "gunicorn-gthread", "waitress"}
     wsgi = {n for n, s in SERVERS.items() if s.interface == "wsgi"}
-    assert wsgi == {"toy-wsgi", "gunicorn", "waitress", "bjoern"}
+    assert wsgi == {"toy-wsgi", "toy-wsgi-gthread", "gunicorn", "gunicorn-gthread", "waitress",
+                    "bjoern", "wsgiref"}
     for name in ("toy-wsgi", "gunicorn"):
         argv = SERVERS[name].command("apps.wsgi_user:app", HOST, PORT, threads=10)
         assert value_after(argv, "--worker-class") == "gthread"
@@ -96,7 +101,7 @@ def test_the_wsgi_servers_and_their_thread_models() -> None:
 
 def test_the_servers_with_a_workers_option() -> None:
     assert {n for n, s in SERVERS.items() if s.multiprocess} == {
-        "uvicorn", "uvicorn-h11", "hypercorn", "granian", "gunicorn"}
+        "uvicorn", "uvicorn-h11", "hypercorn", "granian", "gunicorn", "gunicorn-gthread"}
     assert "daphne has no --workers" in str(SERVERS["daphne"].one_process)
 
 
@@ -130,6 +135,32 @@ def test_uvicorn_argv_in_full() -> None:
 def test_the_app_comes_last_where_the_server_wants_it_last() -> None:
     for name in ("hypercorn", "daphne", "granian", "gunicorn"):
         assert SERVERS[name].command(APP, HOST, PORT, access_log=True)[-1] == APP, name
+
+
+def test_a_variant_is_its_program_with_other_options() -> None:
+    """Other options: another argv (uvicorn-h11) or a thread count of its own (gthread)."""
+    for name, spec in SERVERS.items():
+        if spec.variant_of is not None:
+            base = SERVERS[spec.variant_of]
+            assert (base.kind, base.interface, base.package, base.module) == (
+                spec.kind, spec.interface, spec.package, spec.module), name
+            assert spec.argv.program == base.argv.program, name
+            assert spec.command(APP, HOST, PORT) != base.command(APP, HOST, PORT), name
+    assert value_after(SERVERS["toy-wsgi-gthread"].command(APP, HOST, PORT),
+                       "--worker-class") == "gthread"
+    assert value_after(SERVERS["gunicorn-gthread"].command(APP, HOST, PORT),
+                       "--worker-class") == "gthread"
+
+
+def test_the_wsgi_servers() -> None:
+    assert available(interface="wsgi") == ["toy-wsgi", "toy-wsgi-gthread", "gunicorn",
+                                           "gunicorn-gthread", "waitress", "wsgiref"]
+    assert "bjoern" not in available(interface="wsgi")  # an optional extra: only when named
+    bjoern = ["bjoern"] if importlib.util.find_spec("bjoern") else []
+    assert available(["bjoern"], interface="wsgi") == bjoern
+    wsgiref = get("wsgiref")
+    assert wsgiref.command(APP, HOST, PORT)[1:4] == ["-m", "bench.wsgiref_server", APP]
+    assert wsgiref.version() == sys.version.split()[0]
 
 
 def test_daphne_tls_escapes_its_endpoint_string() -> None:

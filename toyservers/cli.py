@@ -24,7 +24,8 @@ import click
 from toyservers.config import Config
 from toyservers.registry import SERVERS
 
-TOY_SERVERS = [name for name, spec in SERVERS.items() if spec.kind == "toy"]
+TOY_SERVERS = [name for name, spec in SERVERS.items()
+               if spec.kind == "toy" and spec.variant_of is None]  # a variant: its options
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]
 
 

@@ -6,11 +6,13 @@ one module plus one entry here. An entry is data: how its command line is built 
 several worker processes, the protocols it speaks, which distribution's version to report,
 and, for our own servers, the module holding ``serve()`` and ``run()``.
 
-Names: ``toy-raw``, ``toy-h11``, ``toy-httptools`` (ours, ASGI); ``toy-wsgi`` (ours, WSGI);
-``uvicorn`` (httptools + uvloop),
-``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers); ``gunicorn``,
-``waitress`` and ``bjoern`` (reference WSGI servers; bjoern has no command line, so it runs
-through ``bench/bjoern_launcher.py``); ``bare`` (a baseline for ``bench layers``: the least
+Names: ``toy-raw``, ``toy-h11``, ``toy-httptools`` (ours, ASGI); ``toy-wsgi`` and
+``toy-wsgi-gthread`` (ours, WSGI: the sync and the gthread worker); ``uvicorn`` (httptools +
+uvloop), ``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers);
+``gunicorn``, ``gunicorn-gthread``, ``waitress``, ``bjoern`` and ``wsgiref`` (reference WSGI
+servers: gunicorn's two workers, waitress's thread pool, bjoern's C loop through
+``bench/bjoern_launcher.py``, and the standard library's one-thread ``wsgiref.simple_server``
+through ``bench/wsgiref_server.py``); ``bare`` (a baseline for ``bench layers``: the least
 server that runs an ASGI app on httptools, ``lessons/code/05-speed/bare_httptools.py``; not a
 server to use, and never offered by :func:`available` unless asked for).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import platform
 import shutil
 import string
 import sys
@@ -129,12 +132,19 @@ class ServerSpec:
         kind: ``"toy"`` (written here), ``"reference"`` (a real server we compare with) or
             ``"baseline"`` (a measuring stick for ``bench``, not a server anyone should use).
         interface: ``"asgi"`` or ``"wsgi"``: the kind of app it serves.
-        package: the distribution whose version results report.
+        package: the distribution whose version results report; ``"python"``: the standard
+            library's (the interpreter's version).
         description: one line for tables and ``--help``.
         argv: its command line as data (see :class:`Argv`).
         protocols: what it speaks, out of :data:`PROTOCOLS`.
         module: for toy servers, the module with ``serve()`` and ``run()``.
         one_process: when ``argv.workers`` is None, why it runs one process only.
+        variant_of: the entry this one runs with other options (its own row in results, the
+            same program: ``uvicorn-h11`` is ``uvicorn`` with ``--http h11``), or None.
+        threads: the app threads it runs with when ``command`` is given no count (the gthread
+            variants: :data:`WSGI_THREADS`); None: the program's own default.
+        extra: the project's optional extra that installs it (``pip install -e '.[bjoern]'``),
+            or None; :func:`available` offers such a server only when it is named.
     """
 
     name: str
@@ -146,6 +156,9 @@ class ServerSpec:
     protocols: frozenset[str] = frozenset({"http/1.1"})
     module: str | None = None
     one_process: str | None = None
+    variant_of: str | None = None
+    threads: int | None = None
+    extra: str | None = None
 
     def command(self, app: str, host: str, port: int, *, access_log: bool = False,
                 tls: tuple[str, str] | None = None, workers: int = 1,
@@ -157,8 +170,8 @@ class ServerSpec:
         keyfile)`` pair of PEM paths: serve HTTPS instead of plain HTTP. ``workers`` is the
         number of worker processes (a server with a workers option is always given it).
         ``threads`` runs the app in that many threads per process (toy-wsgi and gunicorn then
-        use their ``gthread`` worker); None leaves the server's own default (their ``sync``
-        worker, waitress's 4 threads).
+        use their ``gthread`` worker); None: the entry's own ``threads`` (the gthread
+        variants), else the program's default (the ``sync`` worker, waitress's 4 threads).
 
         Raises:
             ValueError: the server cannot do what is asked (TLS, an access log, more than
@@ -167,6 +180,8 @@ class ServerSpec:
         """
         if workers < 1:
             raise ValueError(f"workers must be 1 or more, not {workers}")
+        if threads is None:
+            threads = self.threads
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be 1 or more, not {threads}")
         if threads is not None and self.argv.threads is None:
@@ -196,6 +211,8 @@ class ServerSpec:
 
     def version(self) -> str:
         """The installed version of ``package``, or ``"not installed"``."""
+        if self.package == "python":
+            return platform.python_version()
         try:
             return importlib.metadata.version(self.package)
         except importlib.metadata.PackageNotFoundError:
@@ -217,24 +234,30 @@ _TOY_ONE_PROCESS = "toyserve has no --workers yet: toyservers has no pre-fork su
 _GTHREAD = ("--worker-class", "gthread", "--threads", "{threads}")
 
 
-def _toy(name: str, module: str, description: str, interface: Interface = "asgi"
-         ) -> ServerSpec:
-    argv = Argv("toyserve", head=("{app}", "--server", name),
+#: Threads of the thread-pool WSGI variants (toy-wsgi-gthread, gunicorn-gthread), as waitress's
+#: default pool; ``command(..., threads=N)`` asks for another count.
+WSGI_THREADS = 4
+
+
+def _toy(name: str, module: str, description: str, interface: Interface = "asgi",
+         threads: int | None = None, variant_of: str | None = None) -> ServerSpec:
+    argv = Argv("toyserve", head=("{app}", "--server", variant_of or name),
                 listen_tls=_TOY_TLS if interface == "asgi" else None,  # toy-wsgi has no TLS
                 options=("--log-level", "warning"), access_log=("--access-log",),
                 no_access_log=("--no-access-log",),
                 threads=_GTHREAD if interface == "wsgi" else None)
     return ServerSpec(name, "toy", interface, "toyservers", description, argv,
-                      frozenset({"http/1.1"}), module, _TOY_ONE_PROCESS)
+                      frozenset({"http/1.1"}), module, _TOY_ONE_PROCESS, variant_of, threads)
 
 
-def _uvicorn(name: str, http: str, description: str) -> ServerSpec:
+def _uvicorn(name: str, http: str, description: str, variant_of: str | None = None
+             ) -> ServerSpec:
     argv = Argv("uvicorn", head=("{app}",), listen_tls=_TOY_TLS,
                 options=("--http", http, "--loop", "uvloop", "--log-level", "warning"),
                 access_log=("--access-log",), no_access_log=("--no-access-log",),
                 workers=("--workers", "{workers}"))
     return ServerSpec(name, "reference", "asgi", "uvicorn", description, argv,
-                      frozenset({"http/1.1", "websocket"}))
+                      frozenset({"http/1.1", "websocket"}), variant_of=variant_of)
 
 
 def _entries() -> dict[str, ServerSpec]:
@@ -269,6 +292,8 @@ def _entries() -> dict[str, ServerSpec]:
     # bjoern: no command line of its own, so a launcher of ours calls bjoern.run(app, host,
     # port): one process, one thread, a libev loop in C that also calls the app.
     bjoern = Argv("{python}", head=("-m", "bench.bjoern_launcher", "{app}"), access_log=None)
+    wsgiref = Argv("{python}", head=("-m", "bench.wsgiref_server", "{app}"),
+                   no_access_log=("--no-access-log",))
     bare = Argv("{python}", head=(str(BARE_FILE).replace("{", "{{").replace("}", "}}"),
                                   "{app}"), access_log=None)
     specs = [
@@ -279,8 +304,11 @@ def _entries() -> dict[str, ServerSpec]:
         _toy("toy-wsgi", "toyservers.wsgi_server",
              "ours: WSGI on sockets and threads, sync worker (gthread with a thread count)",
              "wsgi"),
+        _toy("toy-wsgi-gthread", "toyservers.wsgi_server",
+             f"ours: WSGI on sockets and threads, gthread worker ({WSGI_THREADS} threads)",
+             "wsgi", WSGI_THREADS, "toy-wsgi"),
         _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
-        _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop"),
+        _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop", "uvicorn"),
         ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",
                    hypercorn, frozenset({"http/1.1", "h2", "h2c", "websocket"})),
         ServerSpec("daphne", "reference", "asgi", "daphne", "daphne, Twisted", daphne,
@@ -292,6 +320,9 @@ def _entries() -> dict[str, ServerSpec]:
         ServerSpec("gunicorn", "reference", "wsgi", "gunicorn",
                    "gunicorn, sync worker (gthread with a thread count)", gunicorn,
                    frozenset({"http/1.1"})),
+        ServerSpec("gunicorn-gthread", "reference", "wsgi", "gunicorn",
+                   f"gunicorn, gthread worker ({WSGI_THREADS} threads)", gunicorn,
+                   frozenset({"http/1.1"}), variant_of="gunicorn", threads=WSGI_THREADS),
         ServerSpec("waitress", "reference", "wsgi", "waitress",
                    "waitress, one I/O thread and a pool of app threads", waitress,
                    frozenset({"http/1.1"}),
@@ -300,7 +331,12 @@ def _entries() -> dict[str, ServerSpec]:
         ServerSpec("bjoern", "reference", "wsgi", "bjoern", "bjoern, C on libev, one thread",
                    bjoern, frozenset({"http/1.1"}),
                    one_process="bjoern.run() serves in one process and one thread; its "
-                               "multi-process recipe forks by hand after bjoern.listen()"),
+                               "multi-process recipe forks by hand after bjoern.listen()",
+                   extra="bjoern"),
+        ServerSpec("wsgiref", "reference", "wsgi", "python",
+                   "wsgiref.simple_server (standard library), one thread, HTTP/1.0",
+                   wsgiref, frozenset({"http/1.1"}),
+                   one_process="wsgiref.simple_server is one process and one thread"),
         ServerSpec("bare", "baseline", "asgi", "httptools",
                    "baseline: ASGI on httptools, no checks, limits or timers", bare,
                    frozenset({"http/1.1"}),
@@ -316,12 +352,16 @@ def available(names: list[str] | None = None, *, interface: Interface = "asgi",
               kinds: Collection[str] = ("toy", "reference")) -> list[str]:
     """Registered server names for ``interface`` and ``kinds`` that can run here: a toy
     server's module is importable, a reference server's package installed, a baseline's
-    file and package present. Baselines are left out unless ``kinds`` names them."""
+    file and package present. Baselines are left out unless ``kinds`` names them, and a server
+    from an optional extra (bjoern) unless ``names`` does: what the suites run by default is
+    then the same on every machine."""
     chosen = names if names is not None else list(SERVERS)
     result = []
     for name in chosen:
         spec = SERVERS[name]
         if spec.interface != interface or spec.kind not in kinds:
+            continue
+        if spec.extra is not None and names is None:
             continue
         if spec.module is not None:
             if importlib.util.find_spec(spec.module) is None:
