@@ -62,7 +62,8 @@ def test_workers_are_honoured_or_refused_with_the_reason(name: str) -> None:
 
 def test_the_servers_with_a_workers_option() -> None:
     assert {n for n, s in SERVERS.items() if s.multiprocess} == {
-        "uvicorn", "uvicorn-h11", "hypercorn", "granian", "gunicorn"}
+        "uvicorn", "uvicorn-h11", "hypercorn", "granian", "gunicorn",
+        "toy-raw", "toy-h11", "toy-httptools", "toy-wsgi"}
     assert "daphne has no --workers" in str(SERVERS["daphne"].one_process)
 
 

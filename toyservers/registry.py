@@ -188,7 +188,6 @@ class ServerSpec:
 
 _TOY_TLS = ("--host", "{host}", "--port", "{port}",
             "--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")
-_TOY_ONE_PROCESS = "toyserve has no --workers yet: toyservers has no pre-fork supervisor"
 
 
 def _toy(name: str, module: str, description: str, interface: Interface = "asgi"
@@ -196,9 +195,9 @@ def _toy(name: str, module: str, description: str, interface: Interface = "asgi"
     argv = Argv("toyserve", head=("{app}", "--server", name),
                 listen_tls=_TOY_TLS if interface == "asgi" else None,  # toy-wsgi has no TLS
                 options=("--log-level", "warning"), access_log=("--access-log",),
-                no_access_log=("--no-access-log",))
+                no_access_log=("--no-access-log",), workers=("--workers", "{workers}"))
     return ServerSpec(name, "toy", interface, "toyservers", description, argv,
-                      frozenset({"http/1.1"}), module, _TOY_ONE_PROCESS)
+                      frozenset({"http/1.1"}), module)
 
 
 def _uvicorn(name: str, http: str, description: str) -> ServerSpec:

@@ -1,0 +1,39 @@
+"""Apps for tests/test_workers.py: ``/`` answers the worker's pid, ``/slow`` takes 1.5 s,
+``/block`` blocks its worker (``time.sleep``: an ASGI event loop stops beating)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+
+async def app(scope: dict[str, Any], receive: Callable[..., Any],
+              send: Callable[..., Any]) -> None:
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            kind = "startup" if message["type"] == "lifespan.startup" else "shutdown"
+            await send({"type": f"lifespan.{kind}.complete"})
+            if kind == "shutdown":
+                return
+    path = scope["path"]
+    if path == "/slow":
+        await asyncio.sleep(1.5)
+    elif path == "/block":
+        time.sleep(4)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": str(os.getpid()).encode()})
+
+
+def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    path = environ["PATH_INFO"]
+    if path == "/slow":
+        time.sleep(1.5)
+    elif path == "/block":
+        time.sleep(4)
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [str(os.getpid()).encode()]

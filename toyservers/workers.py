@@ -1,0 +1,415 @@
+"""The pre-fork supervisor: one master process keeping N workers of any toy server alive.
+
+Process model (gunicorn's arbiter): the master binds the listening socket (with
+``reuse_port`` each worker binds its own with ``SO_REUSEPORT`` instead) and ``os.fork()``\\ s
+the workers; each worker runs the chosen server's own ``serve()`` on the inherited socket (an
+ASGI toy in a fresh event loop, toy-wsgi blocking) and the kernel hands each new connection to
+whichever worker calls ``accept()`` first. No request byte passes through the master: it only
+watches. Each worker has a pipe to the master and writes a byte on it every ``BEAT`` seconds
+(``.``) and once when its server listens (``R``). The master respawns a worker that dies,
+SIGKILLs one that has not beaten for ``timeout`` seconds, and answers signals as gunicorn
+does: TERM graceful, INT/QUIT quick, HUP reload (new workers first, then the old ones stop
+gracefully), TTIN/TTOU one worker more/less. A worker retires by itself (exit 0, then
+replaced) after ``max_requests`` plus up to ``max_requests_jitter`` requests.
+
+The beat comes from where a stuck worker stops: in an ASGI worker from a timer on its event
+loop (an app blocking the loop with sync code stops it); in toy-wsgi from a thread that stays
+silent while a request has run longer than ``timeout`` (a thread cannot be interrupted, so
+the worker is killed ``timeout`` seconds after that: up to twice ``timeout`` in all). Requests
+are counted, and retiring is announced, by a thin wrapper around the app, so the servers'
+``serve()`` is used unchanged: a retiring ASGI worker adds ``Connection: close`` to its
+responses for ``DRAIN`` seconds before it stops (clients leave cleanly instead of finding a
+kept-alive connection closed under a request already sent), then sets its ``shutdown``.
+
+Without ``preload`` the master never imports the app: each worker imports it, so a reload
+(HUP) runs fresh code. With ``preload`` the master imports it once before forking and a
+reload forks the same app again (gunicorn's ``--preload`` likewise: new code needs a restart).
+
+Deliberately left out: gunicorn's ``--graceful-timeout`` for workers that ignore SIGTERM (we
+SIGKILL after ``timeout_graceful_shutdown`` plus ``DRAIN`` and a margin), USR1 (reopen logs),
+USR2 (re-exec the master), WINCH, a pid file, ``--user``/``--group``, ``--chdir``, the server
+hooks (``on_starting``, ``post_fork``...), and any share of load beyond the kernel's: with a
+shared socket the busiest worker may take more than its share; with ``reuse_port`` a retiring
+worker's accept queue is dropped (its waiting clients are reset), as the kernel does.
+
+Compare with: gunicorn/arbiter.py (``Arbiter.run``, ``manage_workers``, ``murder_workers``,
+``reap_workers``, ``reload``), gunicorn/workers/base.py (``Worker.notify``, ``init_signals``,
+the ``max_requests`` jitter), uvicorn/supervisors/multiprocess.py (one socket, spawned workers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from toyservers._server import new_event_loop_factory
+from toyservers.config import Config
+from toyservers.lifespan import LifespanFailure
+
+logger = logging.getLogger("toyservers.error")
+
+BEAT = 1.0  # seconds between beats (shorter when the timeout is short: a quarter of it)
+DRAIN = 0.5  # seconds a retiring ASGI worker answers with Connection: close before it stops
+BOOT_ERROR = 3  # a worker's exit status when the app cannot be imported or started (gunicorn)
+MASTER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
+                  signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
+
+
+@dataclass
+class Settings:
+    """What ``toyserve --workers N`` adds to ``Config`` (gunicorn's names)."""
+
+    reuse_port: bool = False
+    timeout: float = 30.0  # worker silent this long: SIGKILL (0: never)
+    max_requests: int = 0  # retire after this many requests (0: never)
+    max_requests_jitter: int = 0
+    preload: bool = False
+
+
+@dataclass
+class Worker:
+    """The master's view of one worker: its pid, its end of the pipe, when it last beat."""
+
+    pid: int
+    beats: int  # the read end of the worker's pipe
+    age: int  # spawn order: the oldest go first
+    last_beat: float = field(default_factory=time.monotonic)
+    booted: bool = False  # its server listens
+    retiring: bool = False  # sent SIGTERM: no longer counted
+
+
+class Retiring:
+    """The worker side: counts requests, beats, and says whether the worker is retiring."""
+
+    def __init__(self, beat_fd: int, settings: Settings) -> None:
+        self.beat_fd = beat_fd
+        jitter = random.randint(0, settings.max_requests_jitter)
+        self.max_requests = settings.max_requests + jitter if settings.max_requests else 0
+        self.requests = 0
+        self.retiring = False
+        self.running: dict[int, float] = {}  # toy-wsgi: request id -> when it started
+
+    def notify(self, byte: bytes = b".") -> None:
+        with contextlib.suppress(BlockingIOError, BrokenPipeError):  # a full pipe beat enough
+            os.write(self.beat_fd, byte)
+
+    def count(self) -> bool:
+        """One more request; True when it is the last one this worker serves."""
+        self.requests += 1
+        if self.max_requests and self.requests >= self.max_requests:
+            logger.info("worker %d: %d requests, retiring", os.getpid(), self.requests)
+            self.retiring = True
+            return True
+        return False
+
+
+# ------------------------------------------------------------------------------------ worker
+
+
+def _asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socket,
+                 link: Retiring, interval: float) -> None:
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)  # lifespan and websocket pass untouched
+            return
+        last = link.count()
+
+        async def send_closing(message: Any) -> None:
+            if link.retiring and message["type"] == "http.response.start":
+                headers = [*message.get("headers", ()), (b"connection", b"close")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await app(scope, receive, send_closing)
+        finally:
+            if last:
+                shutdown.set()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        def graceful() -> None:
+            link.retiring = True
+            loop.call_later(DRAIN, shutdown.set)
+
+        def quick() -> None:  # the worker's own copy of config: cancel what runs, now
+            config.timeout_graceful_shutdown = 0
+            shutdown.set()
+
+        def beat() -> None:
+            link.notify()
+            loop.call_later(interval, beat)
+
+        loop.add_signal_handler(signal.SIGTERM, graceful)
+        for sig in (signal.SIGINT, signal.SIGQUIT):
+            loop.add_signal_handler(sig, quick)
+        beat()
+        await module.serve(counted, config, sock=sock, shutdown=shutdown,
+                           ready=lambda address: link.notify(b"R"))
+
+    shutdown = asyncio.Event()  # made here, bound to the loop where main() waits on it
+    with asyncio.Runner(loop_factory=new_event_loop_factory(config.loop)) as runner:
+        runner.run(main())
+
+
+def _wsgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socket,
+                 link: Retiring, interval: float, timeout: float) -> None:
+    shutdown = threading.Event()
+
+    class Counted:  # the app's iterable, closed (PEP 3333) when the response is sent
+        def __init__(self, environ: Any, start_response: Any) -> None:
+            link.running[id(self)] = time.monotonic()
+            self.last = link.count()
+            self.result = app(environ, start_response)
+
+        def __iter__(self) -> Any:
+            return iter(self.result)
+
+        def close(self) -> None:
+            try:
+                getattr(self.result, "close", lambda: None)()
+            finally:
+                link.running.pop(id(self), None)
+                if self.last:
+                    shutdown.set()
+
+    def beat() -> None:
+        while not shutdown.wait(interval):
+            oldest = min(link.running.values(), default=time.monotonic())
+            if not timeout or time.monotonic() - oldest < timeout:
+                link.notify()
+
+    def quick(signum: int, frame: object) -> None:
+        config.timeout_graceful_shutdown = 0
+        shutdown.set()
+
+    signal.signal(signal.SIGTERM, lambda signum, frame: shutdown.set())
+    signal.signal(signal.SIGINT, quick)
+    signal.signal(signal.SIGQUIT, quick)
+    threading.Thread(target=beat, daemon=True).start()
+    module.serve(Counted, config, sock=sock, shutdown=shutdown,
+                 ready=lambda address: link.notify(b"R"))
+
+
+# ------------------------------------------------------------------------------------ master
+
+
+class Arbiter:
+    """Keep ``config.workers`` workers of ``module`` (a toy server) serving ``load_app()``."""
+
+    def __init__(self, module: ModuleType, interface: str, load_app: Callable[[], Any],
+                 config: Config, settings: Settings) -> None:
+        self.module, self.interface, self.config, self.settings = module, interface, config, \
+            settings
+        self.load_app = load_app
+        self.app = load_app() if settings.preload else None
+        self.num_workers = config.workers
+        self.workers: dict[int, Worker] = {}
+        self.ages = 0
+        self.signals: list[int] = []
+        self.interval = min(BEAT, settings.timeout / 4) if settings.timeout else BEAT
+
+    def bind(self) -> socket.socket:
+        """The shared listening socket; with ``reuse_port``, a bound one that only holds the
+        port (the workers bind their own beside it and the kernel spreads connections)."""
+        config = self.config
+        if not self.settings.reuse_port:
+            return socket.create_server((config.host, config.port), backlog=config.backlog)
+        sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((config.host, config.port))
+        return sock
+
+    def run(self) -> int:
+        """Serve until a TERM, INT or QUIT; the exit status."""
+        self.sock = self.bind()
+        host, port = self.sock.getsockname()[:2]
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        for sig in MASTER_SIGNALS:
+            signal.signal(sig, self.on_signal)
+        logger.info("Listening at: http://%s:%d (%d)", host, port, os.getpid())
+        try:
+            while True:
+                for signum in self.take_signals():
+                    if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+                        return self.stop(graceful=signum == signal.SIGTERM)
+                    self.on_command(signum)
+                if self.reap() == BOOT_ERROR:
+                    logger.error("Worker failed to boot.")
+                    self.stop(graceful=False)
+                    return BOOT_ERROR
+                self.murder()
+                self.manage()
+                self.sleep()
+        finally:
+            self.sock.close()
+            for fd in (self.wake_r, self.wake_w):
+                os.close(fd)
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.signals.append(signum)  # handled in the loop, not here (gunicorn's SIG_QUEUE)
+        with contextlib.suppress(BlockingIOError):
+            os.write(self.wake_w, b".")
+
+    def take_signals(self) -> list[int]:
+        taken, self.signals[:] = self.signals[:], []
+        return [sig for sig in taken if sig != signal.SIGCHLD]  # CHLD only wakes the loop
+
+    def on_command(self, sig: int) -> None:
+        if sig == signal.SIGHUP:  # new workers now; manage() retires the old once they listen
+            logger.info("Hang up: reloading, %d new workers", self.num_workers)
+            for _ in range(self.num_workers):
+                self.spawn()
+        elif sig == signal.SIGTTIN:
+            self.num_workers += 1
+        elif sig == signal.SIGTTOU and self.num_workers > 1:  # gunicorn keeps one at least
+            self.num_workers -= 1
+
+    def sleep(self) -> None:
+        """Wait for a signal or a beat, reading the beats that came."""
+        by_fd = {w.beats: w for w in self.workers.values()}
+        readable, _, _ = select.select([self.wake_r, *by_fd], [], [], self.interval)
+        for fd in readable:
+            with contextlib.suppress(BlockingIOError):
+                data = os.read(fd, 4096)
+                if fd in by_fd:
+                    by_fd[fd].last_beat = time.monotonic()
+                    by_fd[fd].booted |= b"R" in data
+
+    def reap(self) -> int:
+        """Forget the workers that exited; the last boot failure's status, else 0."""
+        failed = 0
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return failed
+            if pid == 0:
+                return failed
+            worker = self.workers.pop(pid, None)
+            if worker is None:
+                continue
+            os.close(worker.beats)
+            code = os.waitstatus_to_exitcode(status)
+            if code == BOOT_ERROR:
+                failed = BOOT_ERROR
+            elif not worker.retiring and code != 0:
+                logger.warning("Worker (pid:%d) exited with %s", pid, code)
+
+    def murder(self) -> None:
+        """SIGKILL the workers silent for ``timeout`` seconds (gunicorn's ``murder_workers``)."""
+        timeout = self.settings.timeout
+        for worker in list(self.workers.values()):
+            if timeout and time.monotonic() - worker.last_beat > timeout:
+                logger.critical("WORKER TIMEOUT (pid:%d)", worker.pid)
+                worker.retiring = True  # no longer counted: a new one is spawned now
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.pid, signal.SIGKILL)
+
+    def manage(self) -> None:
+        """Spawn up to ``num_workers``; retire the oldest beyond it, once all others listen."""
+        live = sorted((w for w in self.workers.values() if not w.retiring), key=lambda w: w.age)
+        for _ in range(self.num_workers - len(live)):
+            self.spawn()
+        excess = len(live) - self.num_workers
+        if excess > 0 and all(w.booted for w in live):
+            for worker in live[:excess]:
+                self.retire(worker, signal.SIGTERM)
+
+    def retire(self, worker: Worker, sig: int) -> None:
+        worker.retiring = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, sig)
+
+    def stop(self, graceful: bool) -> int:
+        """Stop every worker (TERM: gracefully, else QUIT), SIGKILL what outlives the wait."""
+        logger.info("Shutting down: %s", "graceful" if graceful else "quick")
+        for worker in list(self.workers.values()):
+            self.retire(worker, signal.SIGTERM if graceful else signal.SIGQUIT)
+        wait = (self.config.timeout_graceful_shutdown or 0) + DRAIN + 2.0
+        deadline = time.monotonic() + wait
+        while self.workers and time.monotonic() < deadline:
+            self.reap()
+            self.sleep()
+        for worker in list(self.workers.values()):  # what outlived the wait
+            self.retire(worker, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(worker.pid, 0)
+            os.close(worker.beats)
+        self.workers.clear()
+        return 0
+
+    def spawn(self) -> None:
+        self.ages += 1
+        beats, beat_w = os.pipe()
+        os.set_blocking(beat_w, False)
+        pid = os.fork()
+        if pid:
+            os.close(beat_w)
+            self.workers[pid] = Worker(pid, beats, self.ages)
+            logger.info("Booting worker with pid: %d", pid)
+            return
+        status = 1
+        try:
+            status = self.worker_main(beats, beat_w)
+        except BaseException:
+            logger.exception("worker %d failed", os.getpid())
+        finally:
+            logging.shutdown()
+            os._exit(status)  # never return into the master's loop
+
+    def worker_main(self, beats: int, beat_w: int) -> int:
+        """In the forked child: undo the master's signals and fds, then serve."""
+        for sig in MASTER_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):
+            signal.signal(sig, signal.SIG_IGN)  # the master's commands, not the worker's
+        for fd in (beats, self.wake_r, self.wake_w, *(w.beats for w in self.workers.values())):
+            os.close(fd)
+        sock = self.sock
+        if self.settings.reuse_port:
+            sock = socket.socket(self.sock.family)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(self.sock.getsockname()[:2])
+        link = Retiring(beat_w, self.settings)
+        try:
+            app = self.app if self.settings.preload else self.load_app()
+        except Exception as exc:  # the CLI's one-line refusal (a bad module:app), or a crash
+            logger.error("cannot load the app: %s", exc)
+            return BOOT_ERROR
+        try:
+            if self.interface == "wsgi":
+                _wsgi_worker(self.module, app, self.config, sock, link, self.interval,
+                             self.settings.timeout)
+            else:
+                _asgi_worker(self.module, app, self.config, sock, link, self.interval)
+        except LifespanFailure as exc:
+            logger.error("application startup failed: %s", exc)
+            return BOOT_ERROR
+        return 0
+
+
+def run(module: ModuleType, interface: str, load_app: Callable[[], Any], config: Config,
+        settings: Settings) -> None:
+    """Block supervising ``config.workers`` workers; exit with the master's status."""
+    try:
+        status = Arbiter(module, interface, load_app, config, settings).run()
+    except OSError as exc:
+        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
+        status = 1
+    sys.exit(status)
