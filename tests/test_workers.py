@@ -153,7 +153,7 @@ def test_sigttin_and_sigttou_change_the_worker_count() -> None:
         running.wait_workers(3)
         for left in (2, 1):  # one at a time: two signals sent at once may arrive as one
             running.proc.send_signal(signal.SIGTTOU)
-            wait_for(lambda: len(running.workers()) == left, 5, f"{left} workers left")
+            wait_for(lambda n=left: len(running.workers()) == n, 5, f"{left} workers left")
         assert running.get().status_code == 200
 
 
