@@ -167,6 +167,33 @@ def test_a_worker_blocking_its_event_loop_is_killed_after_the_timeout() -> None:
         assert running.get().status_code == 200
 
 
+@pytest.mark.parametrize("preload", [False, True])
+def test_preload_imports_the_app_once_in_the_master(preload: bool) -> None:
+    flags = ["--preload"] if preload else []
+    with supervised("toy-httptools", *flags) as running:
+        importers = {int(pid) for pid in re.findall(r"imported (\d+)", running.text())}
+        assert importers == ({running.proc.pid} if preload else running.workers())
+        assert running.text().count("lifespan startup") == 2  # lifespan: once per worker
+        running.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: running.text().count("running on") == 4, 5, "two new workers")
+        reimported = len(re.findall(r"imported (\d+)", running.text()))
+        assert reimported == (1 if preload else 4)  # gunicorn: --preload reloads no code
+
+
+def test_reuse_port_workers_bind_their_own_sockets() -> None:
+    with supervised("toy-httptools", "--reuse-port") as running:
+        pids = {running.get().text for _ in range(40)}  # fresh connections: any worker
+        assert pids <= {str(pid) for pid in running.workers()}
+        listening = [c for pid in running.workers() for c in psutil.Process(pid).net_connections()
+                     if c.status == psutil.CONN_LISTEN and c.laddr.port == running.port]
+        assert len({c.fd for c in listening}) >= 1 and len(listening) == 2
+
+
+def test_wsgi_workers_say_wsgi_multiprocess() -> None:
+    with supervised("toy-wsgi") as running:
+        assert running.get("/multiprocess").text == "True"
+
+
 def test_bad_values_are_one_line() -> None:
     for argv, status, line in [
         (["--workers", "0"], 2, "--workers"),

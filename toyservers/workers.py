@@ -1,40 +1,34 @@
-"""The pre-fork supervisor: one master process keeping N workers of any toy server alive.
+"""The pre-fork supervisor: a master process keeping N workers of any toy server alive.
 
-Process model (gunicorn's arbiter): the master binds the listening socket (with
-``reuse_port`` each worker binds its own with ``SO_REUSEPORT`` instead) and ``os.fork()``\\ s
-the workers; each worker runs the chosen server's own ``serve()`` on the inherited socket (an
-ASGI toy in a fresh event loop, toy-wsgi blocking) and the kernel hands each new connection to
-whichever worker calls ``accept()`` first. No request byte passes through the master: it only
-watches. Each worker has a pipe to the master and writes a byte on it every ``BEAT`` seconds
-(``.``) and once when its server listens (``R``). The master respawns a worker that dies,
-SIGKILLs one that has not beaten for ``timeout`` seconds, and answers signals as gunicorn
-does: TERM graceful, INT/QUIT quick, HUP reload (new workers first, then the old ones stop
-gracefully), TTIN/TTOU one worker more/less. A worker retires by itself (exit 0, then
-replaced) after ``max_requests`` plus up to ``max_requests_jitter`` requests.
+Process model (gunicorn's arbiter): the master binds the socket and forks (``os.fork()``) the
+workers; each runs the server's own ``serve()`` on the inherited socket (an ASGI toy in a
+fresh event loop, toy-wsgi blocking), and the kernel gives each connection to whichever
+worker accepts first: no request byte passes through the master. With ``reuse_port`` each
+worker binds its own socket (``SO_REUSEPORT``) and the kernel spreads connections among them.
+A worker writes a beat (``.``) on its pipe to the master every ``BEAT`` seconds, and ``R``
+once its server listens. The master respawns a worker that dies, SIGKILLs one silent for
+``timeout`` seconds, and takes gunicorn's signals: TERM graceful, INT/QUIT quick, HUP reload
+(new workers first; the old stop gracefully once the new listen), TTIN/TTOU one worker
+more/less. A worker retires (exits 0, and is replaced) after ``max_requests`` requests.
 
-The beat comes from where a stuck worker stops: in an ASGI worker from a timer on its event
-loop (an app blocking the loop with sync code stops it); in toy-wsgi from a thread that stays
-silent while a request has run longer than ``timeout`` (a thread cannot be interrupted, so
-the worker is killed ``timeout`` seconds after that: up to twice ``timeout`` in all). Requests
-are counted, and retiring is announced, by a thin wrapper around the app, so the servers'
-``serve()`` is used unchanged: a retiring ASGI worker adds ``Connection: close`` to its
-responses for ``DRAIN`` seconds before it stops (clients leave cleanly instead of finding a
-kept-alive connection closed under a request already sent), then sets its ``shutdown``.
+A beat comes from where a stuck worker stops: in an ASGI worker, a timer on its event loop
+(an app blocking the loop stops it); in toy-wsgi, a thread that stays silent while a request
+has run past ``timeout`` (so such a worker dies up to twice ``timeout`` after the request
+began). A thin wrapper around the app counts requests, so ``serve()`` is used unchanged; a
+retiring ASGI worker answers with ``Connection: close`` for ``DRAIN`` seconds before it sets
+its ``shutdown`` (clients leave cleanly instead of writing to a connection being closed).
+Without ``preload`` the master never imports the app and every worker imports it, so a reload
+runs new code; with ``preload`` the master imports it once and a reload forks the same app
+(so in gunicorn: new code under ``--preload`` takes a restart).
 
-Without ``preload`` the master never imports the app: each worker imports it, so a reload
-(HUP) runs fresh code. With ``preload`` the master imports it once before forking and a
-reload forks the same app again (gunicorn's ``--preload`` likewise: new code needs a restart).
+Deliberately left out: gunicorn's ``--graceful-timeout`` (we SIGKILL after
+``timeout_graceful_shutdown`` + ``DRAIN`` + 2 s), USR1/USR2/WINCH (reopen logs, re-exec the
+master), pid files, ``--user``, server hooks, and a fair share of load: with one socket the
+least busy worker takes more; with ``reuse_port`` a retiring worker's accept queue is lost.
 
-Deliberately left out: gunicorn's ``--graceful-timeout`` for workers that ignore SIGTERM (we
-SIGKILL after ``timeout_graceful_shutdown`` plus ``DRAIN`` and a margin), USR1 (reopen logs),
-USR2 (re-exec the master), WINCH, a pid file, ``--user``/``--group``, ``--chdir``, the server
-hooks (``on_starting``, ``post_fork``...), and any share of load beyond the kernel's: with a
-shared socket the busiest worker may take more than its share; with ``reuse_port`` a retiring
-worker's accept queue is dropped (its waiting clients are reset), as the kernel does.
-
-Compare with: gunicorn/arbiter.py (``Arbiter.run``, ``manage_workers``, ``murder_workers``,
-``reap_workers``, ``reload``), gunicorn/workers/base.py (``Worker.notify``, ``init_signals``,
-the ``max_requests`` jitter), uvicorn/supervisors/multiprocess.py (one socket, spawned workers).
+Compare with: gunicorn/arbiter.py (``run``, ``manage_workers``, ``murder_workers``,
+``reap_workers``, ``reload``), gunicorn/workers/base.py (``notify``, ``init_signals``,
+``max_requests`` jitter), uvicorn/supervisors/multiprocess.py.
 """
 
 from __future__ import annotations
@@ -62,7 +56,7 @@ from toyservers.lifespan import LifespanFailure
 logger = logging.getLogger("toyservers.error")
 
 BEAT = 1.0  # seconds between beats (shorter when the timeout is short: a quarter of it)
-DRAIN = 0.5  # seconds a retiring ASGI worker answers with Connection: close before it stops
+DRAIN = 0.2  # seconds a retiring ASGI worker answers what it accepted before it stops
 BOOT_ERROR = 3  # a worker's exit status when the app cannot be imported or started (gunicorn)
 MASTER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
                   signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
@@ -70,65 +64,80 @@ MASTER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
 
 @dataclass
 class Settings:
-    """What ``toyserve --workers N`` adds to ``Config`` (gunicorn's names)."""
+    """What ``toyserve --workers N`` adds to ``Config``, with gunicorn's names: ``timeout``
+    (seconds a worker may stay silent before SIGKILL; 0: never), ``max_requests`` (0: never)
+    plus ``randint(0, max_requests_jitter)``, ``reuse_port`` and ``preload`` as above."""
 
     reuse_port: bool = False
-    timeout: float = 30.0  # worker silent this long: SIGKILL (0: never)
-    max_requests: int = 0  # retire after this many requests (0: never)
+    timeout: float = 30.0
+    max_requests: int = 0
     max_requests_jitter: int = 0
     preload: bool = False
 
 
 @dataclass
 class Worker:
-    """The master's view of one worker: its pid, its end of the pipe, when it last beat."""
+    """The master's view of one worker."""
 
     pid: int
     beats: int  # the read end of the worker's pipe
-    age: int  # spawn order: the oldest go first
+    age: int  # spawn order: the oldest retire first
     last_beat: float = field(default_factory=time.monotonic)
-    booted: bool = False  # its server listens
-    retiring: bool = False  # sent SIGTERM: no longer counted
+    booted: bool = False  # its server listens (it wrote ``R``)
+    retiring: bool = False  # sent a signal to stop: no longer counted
 
 
-class Retiring:
-    """The worker side: counts requests, beats, and says whether the worker is retiring."""
+class WorkerState:
+    """What a worker knows of itself: its pipe, its requests, whether it is retiring."""
 
     def __init__(self, beat_fd: int, settings: Settings) -> None:
         self.beat_fd = beat_fd
-        jitter = random.randint(0, settings.max_requests_jitter)
+        jitter = random.randint(0, settings.max_requests_jitter)  # so they do not all restart
         self.max_requests = settings.max_requests + jitter if settings.max_requests else 0
         self.requests = 0
         self.retiring = False
-        self.running: dict[int, float] = {}  # toy-wsgi: request id -> when it started
+        self.running: dict[int, float] = {}  # toy-wsgi: request -> when it started
 
     def notify(self, byte: bytes = b".") -> None:
-        with contextlib.suppress(BlockingIOError, BrokenPipeError):  # a full pipe beat enough
+        with contextlib.suppress(BlockingIOError):  # a full pipe has beaten enough
             os.write(self.beat_fd, byte)
 
     def count(self) -> bool:
         """One more request; True when it is the last one this worker serves."""
         self.requests += 1
-        if self.max_requests and self.requests >= self.max_requests:
-            logger.info("worker %d: %d requests, retiring", os.getpid(), self.requests)
+        last = bool(self.max_requests) and self.requests == self.max_requests
+        if last:
+            logger.info("Worker %d: %d requests, retiring", os.getpid(), self.requests)
             self.retiring = True
-            return True
-        return False
+        return last
 
 
 # ------------------------------------------------------------------------------------ worker
 
 
 def _asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socket,
-                 link: Retiring, interval: float) -> None:
+                 me: WorkerState, interval: float) -> None:
+    shutdown = asyncio.Event()
+    servers: list[asyncio.AbstractServer] = []  # the one serve() creates
+
+    def graceful() -> None:
+        # The server's shutdown stops accepting and closes idle connections at once: one
+        # accepted an instant before, its request not yet read, would be closed under the
+        # client. So stop accepting first, answer what comes on the open connections for
+        # DRAIN seconds with Connection: close, and only then shut down.
+        me.retiring = True
+        for server in servers:
+            server.close()
+        asyncio.get_running_loop().call_later(DRAIN, shutdown.set)
+
     async def counted(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)  # lifespan and websocket pass untouched
             return
-        last = link.count()
+        last = me.count()
 
         async def send_closing(message: Any) -> None:
-            if link.retiring and message["type"] == "http.response.start":
+            if me.retiring and message["type"] == "http.response.start":
                 headers = [*message.get("headers", ()), (b"connection", b"close")]
                 message = {**message, "headers": headers}
             await send(message)
@@ -137,61 +146,68 @@ def _asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.sock
             await app(scope, receive, send_closing)
         finally:
             if last:
-                shutdown.set()
+                graceful()
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
 
-        def graceful() -> None:
-            link.retiring = True
-            loop.call_later(DRAIN, shutdown.set)
-
-        def quick() -> None:  # the worker's own copy of config: cancel what runs, now
+        def quick() -> None:  # this worker's own copy of config: cancel what runs, now
             config.timeout_graceful_shutdown = 0
             shutdown.set()
 
-        def beat() -> None:
-            link.notify()
+        def beat() -> None:  # a loop blocked by sync code runs no timer: the beats stop
+            me.notify()
             loop.call_later(interval, beat)
 
+        create_server = loop.create_server
+
+        async def recording(*args: Any, **kwargs: Any) -> asyncio.Server:
+            servers.append(server := await create_server(*args, **kwargs))
+            return server
+
+        loop.create_server = recording  # type: ignore[method-assign]  # see graceful()
         loop.add_signal_handler(signal.SIGTERM, graceful)
-        for sig in (signal.SIGINT, signal.SIGQUIT):
-            loop.add_signal_handler(sig, quick)
+        loop.add_signal_handler(signal.SIGINT, quick)
+        loop.add_signal_handler(signal.SIGQUIT, quick)
         beat()
         await module.serve(counted, config, sock=sock, shutdown=shutdown,
-                           ready=lambda address: link.notify(b"R"))
+                           ready=lambda address: me.notify(b"R"))
 
-    shutdown = asyncio.Event()  # made here, bound to the loop where main() waits on it
     with asyncio.Runner(loop_factory=new_event_loop_factory(config.loop)) as runner:
         runner.run(main())
 
 
 def _wsgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socket,
-                 link: Retiring, interval: float, timeout: float) -> None:
+                 me: WorkerState, interval: float, timeout: float) -> None:
     shutdown = threading.Event()
 
-    class Counted:  # the app's iterable, closed (PEP 3333) when the response is sent
+    class Counted:  # the app's iterable; the server closes it once the response is sent
         def __init__(self, environ: Any, start_response: Any) -> None:
-            link.running[id(self)] = time.monotonic()
-            self.last = link.count()
-            self.result = app(environ, start_response)
+            environ["wsgi.multiprocess"] = True  # PEP 3333: other processes run this app too
+            me.running[id(self)] = time.monotonic()
+            self.last = me.count()
+            try:
+                self.result = app(environ, start_response)
+            except BaseException:
+                self.close()
+                raise
 
         def __iter__(self) -> Any:
             return iter(self.result)
 
         def close(self) -> None:
             try:
-                getattr(self.result, "close", lambda: None)()
+                getattr(getattr(self, "result", None), "close", lambda: None)()
             finally:
-                link.running.pop(id(self), None)
+                me.running.pop(id(self), None)
                 if self.last:
                     shutdown.set()
 
-    def beat() -> None:
+    def beat() -> None:  # silent while a request has run past the timeout
         while not shutdown.wait(interval):
-            oldest = min(link.running.values(), default=time.monotonic())
+            oldest = min(list(me.running.values()), default=time.monotonic())
             if not timeout or time.monotonic() - oldest < timeout:
-                link.notify()
+                me.notify()
 
     def quick(signum: int, frame: object) -> None:
         config.timeout_graceful_shutdown = 0
@@ -202,7 +218,7 @@ def _wsgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.sock
     signal.signal(signal.SIGQUIT, quick)
     threading.Thread(target=beat, daemon=True).start()
     module.serve(Counted, config, sock=sock, shutdown=shutdown,
-                 ready=lambda address: link.notify(b"R"))
+                 ready=lambda address: me.notify(b"R"))
 
 
 # ------------------------------------------------------------------------------------ master
@@ -267,7 +283,9 @@ class Arbiter:
             os.write(self.wake_w, b".")
 
     def take_signals(self) -> list[int]:
-        taken, self.signals[:] = self.signals[:], []
+        taken = []
+        while self.signals:  # pop one by one: a handler may append meanwhile
+            taken.append(self.signals.pop(0))
         return [sig for sig in taken if sig != signal.SIGCHLD]  # CHLD only wakes the loop
 
     def on_command(self, sig: int) -> None:
@@ -381,23 +399,23 @@ class Arbiter:
             signal.signal(sig, signal.SIG_IGN)  # the master's commands, not the worker's
         for fd in (beats, self.wake_r, self.wake_w, *(w.beats for w in self.workers.values())):
             os.close(fd)
-        sock = self.sock
-        if self.settings.reuse_port:
-            sock = socket.socket(self.sock.family)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(self.sock.getsockname()[:2])
-        link = Retiring(beat_w, self.settings)
         try:
             app = self.app if self.settings.preload else self.load_app()
-        except Exception as exc:  # the CLI's one-line refusal (a bad module:app), or a crash
-            logger.error("cannot load the app: %s", exc)
+            sock = self.sock
+            if self.settings.reuse_port:
+                sock = socket.socket(self.sock.family)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                sock.bind(self.sock.getsockname()[:2])
+        except Exception as exc:  # the CLI's one-line refusal (a bad module:app), a bind
+            logger.error("Worker %d cannot boot: %s", os.getpid(), exc)
             return BOOT_ERROR
+        me = WorkerState(beat_w, self.settings)
         try:
             if self.interface == "wsgi":
-                _wsgi_worker(self.module, app, self.config, sock, link, self.interval,
+                _wsgi_worker(self.module, app, self.config, sock, me, self.interval,
                              self.settings.timeout)
             else:
-                _asgi_worker(self.module, app, self.config, sock, link, self.interval)
+                _asgi_worker(self.module, app, self.config, sock, me, self.interval)
         except LifespanFailure as exc:
             logger.error("application startup failed: %s", exc)
             return BOOT_ERROR

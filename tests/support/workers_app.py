@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+print(f"imported {os.getpid()}", file=sys.stderr, flush=True)  # --preload: in the master
+
 
 async def app(scope: dict[str, Any], receive: Callable[..., Any],
               send: Callable[..., Any]) -> None:
@@ -40,5 +42,8 @@ def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
         time.sleep(1.5)
     elif path == "/block":
         time.sleep(4)
+    elif path == "/multiprocess":
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [str(environ["wsgi.multiprocess"]).encode()]
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [str(os.getpid()).encode()]
