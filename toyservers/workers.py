@@ -5,11 +5,11 @@ workers; each runs the server's own ``serve()`` on the inherited socket (an ASGI
 fresh event loop, toy-wsgi blocking), and the kernel gives each connection to whichever
 worker accepts first: no request byte passes through the master. With ``reuse_port`` each
 worker binds its own socket (``SO_REUSEPORT``) and the kernel spreads connections among them.
-A worker writes a beat (``.``) on its pipe to the master every ``BEAT`` seconds, and ``R``
-once its server listens. The master respawns a worker that dies, SIGKILLs one silent for
-``timeout`` seconds, and takes gunicorn's signals: TERM graceful, INT/QUIT quick, HUP reload
-(new workers first; the old stop gracefully once the new listen), TTIN/TTOU one worker
-more/less. A worker retires (exits 0, and is replaced) after ``max_requests`` requests.
+A worker writes on its pipe to the master: a beat (``.``) every ``BEAT`` seconds, ``R`` once
+its server listens, ``Q`` when it retires by itself (after ``max_requests`` requests). The
+master respawns a worker that dies, SIGKILLs one silent for ``timeout`` seconds, and takes
+gunicorn's signals: TERM graceful, INT/QUIT quick, HUP reload (new workers first; the old
+stop gracefully once the new listen), TTIN/TTOU one worker more/less.
 
 A beat comes from where a stuck worker stops: in an ASGI worker, a timer on its event loop
 (an app blocking the loop stops it); in toy-wsgi, a thread that stays silent while a request
@@ -109,6 +109,7 @@ class WorkerState:
         if last:
             logger.info("Worker %d: %d requests, retiring", os.getpid(), self.requests)
             self.retiring = True
+            self.notify(b"Q")  # the master spawns the next one now, not once this one exits
         return last
 
 
@@ -261,7 +262,8 @@ class Arbiter:
         logger.info("Listening at: http://%s:%d (%d)", host, port, os.getpid())
         try:
             while True:
-                for signum in self.take_signals():
+                while self.signals:  # queued by on_signal (gunicorn's SIG_QUEUE)
+                    signum = self.signals.pop(0)
                     if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
                         return self.stop(graceful=signum == signal.SIGTERM)
                     self.on_command(signum)
@@ -278,17 +280,13 @@ class Arbiter:
                 os.close(fd)
 
     def on_signal(self, signum: int, frame: object) -> None:
-        self.signals.append(signum)  # handled in the loop, not here (gunicorn's SIG_QUEUE)
+        """Queue the signal and wake the loop: the work happens there, not in a handler."""
+        self.signals.append(signum)
         with contextlib.suppress(BlockingIOError):
             os.write(self.wake_w, b".")
 
-    def take_signals(self) -> list[int]:
-        taken = []
-        while self.signals:  # pop one by one: a handler may append meanwhile
-            taken.append(self.signals.pop(0))
-        return [sig for sig in taken if sig != signal.SIGCHLD]  # CHLD only wakes the loop
-
     def on_command(self, sig: int) -> None:
+        """HUP, TTIN, TTOU (CHLD only wakes the loop, to reap at once)."""
         if sig == signal.SIGHUP:  # new workers now; manage() retires the old once they listen
             logger.info("Hang up: reloading, %d new workers", self.num_workers)
             for _ in range(self.num_workers):
@@ -308,6 +306,7 @@ class Arbiter:
                 if fd in by_fd:
                     by_fd[fd].last_beat = time.monotonic()
                     by_fd[fd].booted |= b"R" in data
+                    by_fd[fd].retiring |= b"Q" in data
 
     def reap(self) -> int:
         """Forget the workers that exited; the last boot failure's status, else 0."""
@@ -335,9 +334,7 @@ class Arbiter:
         for worker in list(self.workers.values()):
             if timeout and time.monotonic() - worker.last_beat > timeout:
                 logger.critical("WORKER TIMEOUT (pid:%d)", worker.pid)
-                worker.retiring = True  # no longer counted: a new one is spawned now
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(worker.pid, signal.SIGKILL)
+                self.retire(worker, signal.SIGKILL)  # no longer counted: replaced at once
 
     def manage(self) -> None:
         """Spawn up to ``num_workers``; retire the oldest beyond it, once all others listen."""
