@@ -122,6 +122,25 @@ def test_sigterm_lets_the_request_in_flight_finish_and_exits_0(server: str) -> N
         assert "Shutting down: graceful" in running.text()
 
 
+def test_sigint_is_quick_it_does_not_wait_for_the_request_in_flight() -> None:
+    with supervised("toy-httptools") as running:
+        failed: list[Exception] = []
+
+        def slow() -> None:
+            try:
+                running.get("/slow")
+            except httpx.HTTPError as exc:
+                failed.append(exc)
+
+        client = threading.Thread(target=slow)
+        client.start()
+        wait_for(lambda: "slow started" in running.text(), 5, "the slow request runs")
+        running.proc.send_signal(signal.SIGINT)
+        assert running.proc.wait(1.2) == 0  # before /slow's 1.5 s
+        client.join(10)
+        assert failed and "Shutting down: quick" in running.text()
+
+
 def test_sighup_reloads_without_a_failed_request_under_wrk() -> None:
     wrk = shutil.which("wrk")
     if wrk is None:
@@ -203,6 +222,16 @@ def test_bad_values_are_one_line() -> None:
                                *argv], capture_output=True, text=True, timeout=20)
         assert done.returncode == status and line in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_a_port_in_use_is_one_line() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "toyservers", APPS["toy-httptools"],
+                               "--port", str(port), "--workers", "2"], capture_output=True,
+                              text=True, timeout=20)
+    assert done.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr and "Booting worker" not in done.stderr
 
 
 def test_an_app_that_cannot_be_imported_stops_the_master() -> None:

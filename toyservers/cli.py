@@ -6,6 +6,12 @@ the WSGI server's flags carry gunicorn's (``--worker-class gthread --threads 4``
 ``--interface`` is uvicorn's (``asgi3``, ``wsgi``; ``asgi`` means ``asgi3``); ``auto`` takes the
 server's interface, and ``--interface wsgi`` alone picks ``toy-wsgi``. An app of the other
 interface than the server's is refused with one line.
+``--workers N`` (uvicorn's name) above 1 pre-forks N worker processes under a master
+(``toyservers.workers``, gunicorn's arbiter) with gunicorn's ``--timeout`` (worker silence
+before SIGKILL; uvicorn's timeouts all carry a suffix, so the bare name is free),
+``--max-requests``, ``--max-requests-jitter`` and ``--preload``, plus ``--reuse-port``; there
+the master imports the app only with ``--preload``, and a bad app ends in the workers (status
+3, "Worker failed to boot.", as gunicorn). ``--workers 1`` serves in this process.
 User mistakes (a bad ``module:app``, a port in use, a failed lifespan startup) end with one
 line on stderr and a non-zero exit status, never a traceback.
 """
