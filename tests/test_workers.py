@@ -176,8 +176,11 @@ def test_sigttin_and_sigttou_change_the_worker_count() -> None:
         assert running.get().status_code == 200
 
 
-def test_a_worker_blocking_its_event_loop_is_killed_after_the_timeout() -> None:
-    with supervised("toy-httptools", "--timeout", "1") as running:
+@BOTH
+def test_a_stuck_worker_is_killed_after_the_timeout(server: str) -> None:
+    """toy-httptools: ``time.sleep`` blocks the event loop, whose timer beats; toy-wsgi: the
+    beat stops once a request has run past the timeout (killed within twice the timeout)."""
+    with supervised(server, "--timeout", "1") as running:
         before = running.workers()
         with socket.create_connection(("127.0.0.1", running.port)) as blocked:
             blocked.sendall(b"GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -208,9 +211,11 @@ def test_reuse_port_workers_bind_their_own_sockets() -> None:
         assert len({c.fd for c in listening}) >= 1 and len(listening) == 2
 
 
-def test_wsgi_workers_say_wsgi_multiprocess() -> None:
+def test_wsgi_workers_say_wsgi_multiprocess_and_frame_as_one_process() -> None:
     with supervised("toy-wsgi") as running:
-        assert running.get("/multiprocess").text == "True"
+        response = running.get("/multiprocess")
+        assert response.text == "True"
+        assert response.headers["content-length"] == "4"  # a one-item list: not chunked
 
 
 def test_bad_values_are_one_line() -> None:

@@ -96,7 +96,7 @@ class WorkerState:
         self.max_requests = settings.max_requests + jitter if settings.max_requests else 0
         self.requests = 0
         self.retiring = False
-        self.running: dict[int, float] = {}  # toy-wsgi: request -> when it started
+        self.running: dict[object, float] = {}  # toy-wsgi: request -> when it started
 
     def notify(self, byte: bytes = b".") -> None:
         with contextlib.suppress(BlockingIOError):  # a full pipe has beaten enough
@@ -182,27 +182,40 @@ def _wsgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.sock
                  me: WorkerState, interval: float, timeout: float) -> None:
     shutdown = threading.Event()
 
-    class Counted:  # the app's iterable; the server closes it once the response is sent
-        def __init__(self, environ: Any, start_response: Any) -> None:
-            environ["wsgi.multiprocess"] = True  # PEP 3333: other processes run this app too
-            me.running[id(self)] = time.monotonic()
-            self.last = me.count()
-            try:
-                self.result = app(environ, start_response)
-            except BaseException:
-                self.close()
-                raise
+    def done(request: object, last: bool) -> None:
+        me.running.pop(request, None)
+        if last:
+            shutdown.set()  # the server finishes the response in flight before it stops
+
+    class Closing:  # an iterable result, its close() (PEP 3333) telling us the request ended
+        def __init__(self, result: Any, request: object, last: bool) -> None:
+            self.result, self.request, self.last = result, request, last
 
         def __iter__(self) -> Any:
             return iter(self.result)
 
         def close(self) -> None:
             try:
-                getattr(getattr(self, "result", None), "close", lambda: None)()
+                getattr(self.result, "close", lambda: None)()
             finally:
-                me.running.pop(id(self), None)
-                if self.last:
-                    shutdown.set()
+                done(self.request, self.last)
+
+    def counted(environ: Any, start_response: Any) -> Any:
+        environ["wsgi.multiprocess"] = True  # PEP 3333: other processes run this app too
+        request = object()
+        me.running[request] = time.monotonic()
+        last = me.count()
+        try:
+            result = app(environ, start_response)
+        except BaseException:
+            done(request, last)
+            raise
+        # A list or a file wrapper goes to the server as it is: the app's work is over, and
+        # the server frames a one-item list with Content-Length and sends a file with sendfile.
+        if isinstance(result, (list, tuple, environ.get("wsgi.file_wrapper", list))):
+            done(request, last)
+            return result
+        return Closing(result, request, last)
 
     def beat() -> None:  # silent while a request has run past the timeout
         while not shutdown.wait(interval):
@@ -218,7 +231,7 @@ def _wsgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.sock
     signal.signal(signal.SIGINT, quick)
     signal.signal(signal.SIGQUIT, quick)
     threading.Thread(target=beat, daemon=True).start()
-    module.serve(Counted, config, sock=sock, shutdown=shutdown,
+    module.serve(counted, config, sock=sock, shutdown=shutdown,
                  ready=lambda address: me.notify(b"R"))
 
 
