@@ -141,6 +141,15 @@ def test_sigint_is_quick_it_does_not_wait_for_the_request_in_flight() -> None:
         assert failed and "Shutting down: quick" in running.text()
 
 
+@BOTH
+def test_workers_leave_when_the_master_is_killed(server: str) -> None:
+    with supervised(server) as running:
+        workers = [psutil.Process(pid) for pid in running.workers()]
+        running.proc.kill()
+        gone, alive = psutil.wait_procs(workers, timeout=5)
+        assert not alive, "orphaned workers still serving"
+
+
 def test_sighup_reloads_without_a_failed_request_under_wrk() -> None:
     wrk = shutil.which("wrk")
     if wrk is None:

@@ -91,7 +91,7 @@ class WorkerState:
     """What a worker knows of itself: its pipe, its requests, whether it is retiring."""
 
     def __init__(self, beat_fd: int, settings: Settings) -> None:
-        self.beat_fd = beat_fd
+        self.beat_fd, self.master = beat_fd, os.getppid()
         jitter = random.randint(0, settings.max_requests_jitter)  # so they do not all restart
         self.max_requests = settings.max_requests + jitter if settings.max_requests else 0
         self.requests = 0
@@ -99,13 +99,15 @@ class WorkerState:
         self.running: dict[object, float] = {}  # toy-wsgi: request -> when it started
 
     def notify(self, byte: bytes = b".") -> None:
-        with contextlib.suppress(BlockingIOError):  # a full pipe has beaten enough
+        # a full pipe has beaten enough; a broken one: the master is gone (see the beats)
+        with contextlib.suppress(BlockingIOError, BrokenPipeError):
             os.write(self.beat_fd, byte)
 
     def count(self) -> bool:
         """One more request; True when it is the last one this worker serves."""
-        self.requests += 1
-        last = bool(self.max_requests) and self.requests == self.max_requests
+        self.requests += 1  # gthread threads may race here: >=, so no count is ever skipped
+        last = bool(self.max_requests) and self.requests >= self.max_requests \
+            and not self.retiring
         if last:
             logger.info("Worker %d: %d requests, retiring", os.getpid(), self.requests)
             self.retiring = True
@@ -158,6 +160,8 @@ def _asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.sock
 
         def beat() -> None:  # a loop blocked by sync code runs no timer: the beats stop
             me.notify()
+            if os.getppid() != me.master and not me.retiring:  # orphaned: the master died
+                graceful()
             loop.call_later(interval, beat)
 
         create_server = loop.create_server
@@ -222,6 +226,8 @@ def _wsgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.sock
             oldest = min(list(me.running.values()), default=time.monotonic())
             if not timeout or time.monotonic() - oldest < timeout:
                 me.notify()
+            if os.getppid() != me.master:  # orphaned: the master died
+                shutdown.set()
 
     def quick(signum: int, frame: object) -> None:
         config.timeout_graceful_shutdown = 0
@@ -405,8 +411,10 @@ class Arbiter:
         """In the forked child: undo the master's signals and fds, then serve."""
         for sig in MASTER_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
-        for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):
-            signal.signal(sig, signal.SIG_IGN)  # the master's commands, not the worker's
+        # The master's commands are not the worker's; a terminal's Ctrl+C reaches every
+        # process of the group: while the worker boots, the master's QUIT stops it instead.
+        for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
         for fd in (beats, self.wake_r, self.wake_w, *(w.beats for w in self.workers.values())):
             os.close(fd)
         try:
