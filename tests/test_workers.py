@@ -8,6 +8,7 @@ the rest on toy-httptools (the supervisor is the same code for every ASGI toy).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -74,7 +75,7 @@ def supervised(server: str, *flags: str, workers: int = 2) -> Iterator[Supervise
             proc = subprocess.Popen(
                 [sys.executable, "-m", "toyservers", APPS[server], "--server", server,
                  "--port", "0", "--workers", str(workers), "--no-access-log", *flags],
-                stdout=subprocess.DEVNULL, stderr=out)
+                stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
         running = Supervised(proc, log)
         try:
             wait_for(lambda: "Listening at:" in running.text(), 10, "the master listens")
@@ -83,11 +84,9 @@ def supervised(server: str, *flags: str, workers: int = 2) -> Iterator[Supervise
             running.port = int(found.group(1))
             running.wait_workers(workers, 10)
             yield running
-        finally:
-            if proc.poll() is None:
-                for child in running.master.children():
-                    child.kill()
-                proc.kill()
+        finally:  # the master and every worker it forked: their own process group
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
 
 
