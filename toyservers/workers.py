@@ -334,7 +334,7 @@ class Arbiter:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return failed
+                pid = 0  # no child left
             if pid == 0:
                 return failed
             worker = self.workers.pop(pid, None)
@@ -401,6 +401,8 @@ class Arbiter:
         status = 1
         try:
             status = self.worker_main(beats, beat_w)
+        except SystemExit:
+            status = 0  # the master's QUIT while this worker booted
         except BaseException:
             logger.exception("worker %d failed", os.getpid())
         finally:
@@ -415,6 +417,7 @@ class Arbiter:
         # process of the group: while the worker boots, the master's QUIT stops it instead.
         for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGINT):
             signal.signal(sig, signal.SIG_IGN)
+        signal.signal(signal.SIGQUIT, _exit_now)  # SIG_DFL would dump core
         for fd in (beats, self.wake_r, self.wake_w, *(w.beats for w in self.workers.values())):
             os.close(fd)
         try:
@@ -438,6 +441,10 @@ class Arbiter:
             logger.error("application startup failed: %s", exc)
             return BOOT_ERROR
         return 0
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def run(module: ModuleType, interface: str, load_app: Callable[[], Any], config: Config,
