@@ -14,9 +14,10 @@ stop gracefully once the new listen), TTIN/TTOU one worker more/less.
 A beat comes from where a stuck worker stops: in an ASGI worker, a timer on its event loop
 (an app blocking the loop stops it); in toy-wsgi, a thread that stays silent while a request
 has run past ``timeout`` (so such a worker dies up to twice ``timeout`` after the request
-began). A thin wrapper around the app counts requests, so ``serve()`` is used unchanged; a
-retiring ASGI worker answers with ``Connection: close`` for ``DRAIN`` seconds before it sets
-its ``shutdown`` (clients leave cleanly instead of writing to a connection being closed).
+began). A thin wrapper around the app counts requests, so ``serve()`` is used unchanged. A
+retiring ASGI worker stops accepting, answers on its open connections with ``Connection:
+close`` for ``DRAIN`` seconds, and only then sets its ``shutdown`` (clients leave cleanly
+instead of writing a request to a connection being closed).
 Without ``preload`` the master never imports the app and every worker imports it, so a reload
 runs new code; with ``preload`` the master imports it once and a reload forks the same app
 (so in gunicorn: new code under ``--preload`` takes a restart).
@@ -24,7 +25,9 @@ runs new code; with ``preload`` the master imports it once and a reload forks th
 Deliberately left out: gunicorn's ``--graceful-timeout`` (we SIGKILL after
 ``timeout_graceful_shutdown`` + ``DRAIN`` + 2 s), USR1/USR2/WINCH (reopen logs, re-exec the
 master), pid files, ``--user``, server hooks, and a fair share of load: with one socket the
-least busy worker takes more; with ``reuse_port`` a retiring worker's accept queue is lost.
+least busy worker takes more; with ``reuse_port`` a retiring worker's accept queue is lost;
+and toy-wsgi ``gthread`` keep-alive connections closed idle on a reload (the server's own
+shutdown: a request sent at that instant fails; the ``sync`` worker keeps none alive).
 
 Compare with: gunicorn/arbiter.py (``run``, ``manage_workers``, ``murder_workers``,
 ``reap_workers``, ``reload``), gunicorn/workers/base.py (``notify``, ``init_signals``,
