@@ -135,9 +135,10 @@ def test_sigint_is_quick_it_does_not_wait_for_the_request_in_flight() -> None:
         client.start()
         wait_for(lambda: "slow started" in running.text(), 5, "the slow request runs")
         running.proc.send_signal(signal.SIGINT)
-        assert running.proc.wait(1.2) == 0  # before /slow's 1.5 s
+        assert running.proc.wait(10) == 0
         client.join(10)
-        assert failed and "Shutting down: quick" in running.text()
+        assert failed, "/slow was let finish"  # a graceful stop would have answered 200
+        assert "Shutting down: quick" in running.text()
 
 
 @BOTH
