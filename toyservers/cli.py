@@ -30,7 +30,6 @@ import click
 from toyservers import workers as supervisor
 from toyservers.config import Config
 from toyservers.registry import SERVERS
-from toyservers.workers import Settings
 
 TOY_SERVERS = [name for name, spec in SERVERS.items() if spec.kind == "toy"]
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]
@@ -189,10 +188,12 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
         workers=workers,
     )
     if workers > 1:  # the master imports the app only with --preload (gunicorn's rule)
-        settings = Settings(reuse_port=reuse_port, timeout=timeout, max_requests=max_requests,
-                            max_requests_jitter=max_requests_jitter, preload=preload)
+        settings = supervisor.Settings(
+            reuse_port=reuse_port, timeout=timeout, max_requests=max_requests,
+            max_requests_jitter=max_requests_jitter, preload=preload)
         supervisor.run(SERVERS[server].load(), served, load_app, config, settings)
-    SERVERS[server].load().run(load_app(), config)
+    else:
+        SERVERS[server].load().run(load_app(), config)
 
 
 if __name__ == "__main__":
