@@ -281,7 +281,8 @@ class Arbiter:
         os.set_blocking(self.wake_w, False)
         for sig in MASTER_SIGNALS:
             signal.signal(sig, self.on_signal)
-        logger.info("Listening at: http://%s:%d (%d)", host, port, os.getpid())
+        scheme = "https" if self.config.ssl_certfile else "http"  # each worker wraps its own
+        logger.info("Listening at: %s://%s:%d (%d)", scheme, host, port, os.getpid())
         try:
             while True:
                 while self.signals:  # queued by on_signal (gunicorn's SIG_QUEUE)
