@@ -6,6 +6,12 @@ the WSGI server's flags carry gunicorn's (``--worker-class gthread --threads 4``
 ``--interface`` is uvicorn's (``asgi3``, ``wsgi``; ``asgi`` means ``asgi3``); ``auto`` takes the
 server's interface, and ``--interface wsgi`` alone picks ``toy-wsgi``. An app of the other
 interface than the server's is refused with one line.
+``--workers N`` (uvicorn's name) above 1 pre-forks N worker processes under a master
+(``toyservers.workers``, gunicorn's arbiter) with gunicorn's ``--timeout`` (worker silence
+before SIGKILL; uvicorn's timeouts all carry a suffix, so the bare name is free),
+``--max-requests``, ``--max-requests-jitter`` and ``--preload``, plus ``--reuse-port``; there
+the master imports the app only with ``--preload``, and a bad app ends in the workers (status
+3, "Worker failed to boot.", as gunicorn). ``--workers 1`` serves in this process.
 User mistakes (a bad ``module:app``, a port in use, a failed lifespan startup) end with one
 line on stderr and a non-zero exit status, never a traceback.
 """
@@ -21,6 +27,7 @@ from typing import Any
 
 import click
 
+from toyservers import workers as supervisor
 from toyservers.config import Config
 from toyservers.registry import SERVERS
 
@@ -121,6 +128,18 @@ def configure_logging(level: str, access_log: bool) -> None:
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
               help="Log one line per request.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Worker processes to pre-fork (1: serve in this process).")
+@click.option("--reuse-port", is_flag=True,
+              help="Workers only: each worker binds its own socket with SO_REUSEPORT.")
+@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(min=0),
+              help="Workers only (gunicorn's): kill a worker silent this many seconds; 0: never.")
+@click.option("--max-requests", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Workers only (gunicorn's): restart a worker after this many requests.")
+@click.option("--max-requests-jitter", default=0, show_default=True,
+              type=click.IntRange(min=0), help="Workers only: add randint(0, this) to it.")
+@click.option("--preload", is_flag=True,
+              help="Workers only (gunicorn's): import the app in the master, before forking.")
 @click.option("--app-dir", default=".", show_default=True,
               help="Look for APP in this directory (put on sys.path).")
 @click.pass_context
@@ -129,7 +148,8 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
          timeout_keep_alive: float, timeout_graceful_shutdown: float,
          limit_concurrency: int | None, backlog: int, root_path: str,
          ssl_keyfile: str | None, ssl_certfile: str | None, access_log: bool,
-         log_level: str, app_dir: str) -> None:
+         log_level: str, workers: int, reuse_port: bool, timeout: float, max_requests: int,
+         max_requests_jitter: int, preload: bool, app_dir: str) -> None:
     """Serve the ASGI or WSGI app APP ("module:attribute") with one of the toy servers."""
     if (ssl_keyfile is None) != (ssl_certfile is None):
         raise click.UsageError("--ssl-keyfile and --ssl-certfile go together")
@@ -143,13 +163,18 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
                                    f"{interface}")
     configure_logging(log_level, access_log)
     sys.path.insert(0, os.path.abspath(app_dir))
-    try:
-        app_object = import_from_string(app)
-    except AppImportError as exc:
-        raise click.ClickException(str(exc)) from None
-    if app_interface(app_object) not in (served, None):
-        kind = "a WSGI" if served == "asgi" else "an ASGI"
-        raise click.ClickException(f"{app} is {kind} app; {server} serves {served.upper()} apps")
+
+    def load_app() -> Any:
+        try:
+            app_object = import_from_string(app)
+        except AppImportError as exc:
+            raise click.ClickException(str(exc)) from None
+        if app_interface(app_object) not in (served, None):
+            kind = "a WSGI" if served == "asgi" else "an ASGI"
+            raise click.ClickException(f"{app} is {kind} app; {server} serves "
+                                       f"{served.upper()} apps")
+        return app_object
+
     if worker_class == "sync" and threads > 1:
         worker_class = "gthread"  # gunicorn: sync with --threads above 1 runs gthread
     config = Config(
@@ -161,8 +186,15 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
         ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
         access_log=access_log, log_level=log_level,
         worker_class=worker_class, threads=threads,  # type: ignore[arg-type]
+        workers=workers,
     )
-    SERVERS[server].load().run(app_object, config)
+    if workers > 1:  # the master imports the app only with --preload (gunicorn's rule)
+        settings = supervisor.Settings(
+            reuse_port=reuse_port, timeout=timeout, max_requests=max_requests,
+            max_requests_jitter=max_requests_jitter, preload=preload)
+        supervisor.run(SERVERS[server].load(), served, load_app, config, settings)
+    else:
+        SERVERS[server].load().run(load_app(), config)
 
 
 if __name__ == "__main__":

@@ -229,7 +229,6 @@ class ServerSpec:
 
 _TOY_TLS = ("--host", "{host}", "--port", "{port}",
             "--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")
-_TOY_ONE_PROCESS = "toyserve has no --workers yet: toyservers has no pre-fork supervisor"
 #: gunicorn's flags, which toyserve's WSGI options copy: a pool of threads per worker process.
 _GTHREAD = ("--worker-class", "gthread", "--threads", "{threads}")
 
@@ -244,10 +243,10 @@ def _toy(name: str, module: str, description: str, interface: Interface = "asgi"
     argv = Argv("toyserve", head=("{app}", "--server", variant_of or name),
                 listen_tls=_TOY_TLS if interface == "asgi" else None,  # toy-wsgi has no TLS
                 options=("--log-level", "warning"), access_log=("--access-log",),
-                no_access_log=("--no-access-log",),
+                no_access_log=("--no-access-log",), workers=("--workers", "{workers}"),
                 threads=_GTHREAD if interface == "wsgi" else None)
     return ServerSpec(name, "toy", interface, "toyservers", description, argv,
-                      frozenset({"http/1.1"}), module, _TOY_ONE_PROCESS, variant_of, threads)
+                      frozenset({"http/1.1"}), module, variant_of=variant_of, threads=threads)
 
 
 def _uvicorn(name: str, http: str, description: str, variant_of: str | None = None

@@ -113,7 +113,7 @@ def build_environ(method: str, http_version: str, target: bytes, raw_path: bytes
         "wsgi.input_terminated": True,  # the input ends where the body does, chunked too
         "wsgi.errors": sys.stderr,
         "wsgi.multithread": multithread,
-        "wsgi.multiprocess": False,  # one process: no pre-forked workers
+        "wsgi.multiprocess": False,  # one process (toyservers.workers sets it when it forks)
         "wsgi.run_once": False,
         "wsgi.file_wrapper": FileWrapper,
     }

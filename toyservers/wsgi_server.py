@@ -14,11 +14,12 @@ answered with the rules of ``http1`` (targets, error responses, ``ResponseFramer
 3333 glue (environ, ``start_response``'s checks, ``wsgi.input``) is ``toyservers.wsgi``.
 ``serve()`` is a plain blocking function stopped by a ``threading.Event``.
 
-Deliberately left out: TLS, pre-forked processes (``workers``), ``limit_concurrency``, request
-trailers reaching the app (checked, dropped), ``sendfile`` without a Content-Length (the file
-is iterated), slow clients holding a thread (sync waits ``timeout_keep_alive`` for a silent
-client, gthread up to ``timeout_headers`` for a dribbled head, as gunicorn does), and stopping
-an app past the graceful-shutdown timeout (a thread cannot be killed; its socket is shut).
+Deliberately left out (pre-forked processes are ``toyservers/workers.py``'s job): TLS,
+``limit_concurrency``, request trailers reaching the app (checked, dropped), ``sendfile``
+without a Content-Length (the file is iterated), slow clients holding a thread (sync waits
+``timeout_keep_alive`` for a silent client, gthread up to ``timeout_headers`` for a dribbled
+head, as gunicorn does), and stopping an app past the graceful-shutdown timeout (a thread
+cannot be killed; its socket is shut).
 
 Spec: PEP 3333 (environ variables, input and error streams, the start_response() callable,
 buffering and streaming, the write() callable, platform-specific file handling, HTTP 1.1

@@ -1,0 +1,257 @@
+"""``toyserve --workers N``: the pre-fork supervisor (``toyservers/workers.py``) end to end.
+
+Each test starts ``toyserve`` in a subprocess on loopback port 0, reads the port from the
+master's log (gunicorn's ``Listening at:`` line) and the worker pids from psutil, and waits
+by polling with deadlines. The kill -9 and SIGTERM tests run on an ASGI toy and on toy-wsgi;
+the rest on toy-httptools (the supervisor is the same code for every ASGI toy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+APPS = {"toy-httptools": "tests.support.workers_app:app",
+        "toy-wsgi": "tests.support.workers_app:wsgi_app"}
+BOTH = pytest.mark.parametrize("server", list(APPS))
+
+
+def wait_for(check: Callable[[], object], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds} s: {what}")
+        time.sleep(0.02)  # a poll interval, not a synchronisation
+
+
+class Supervised:
+    """A running ``toyserve --workers`` master, its log, and its workers."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: Path) -> None:
+        self.proc, self.log = proc, log
+        self.master = psutil.Process(proc.pid)
+        self.port = 0
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def workers(self) -> set[int]:
+        return {c.pid for c in self.master.children()
+                if c.is_running() and c.status() != psutil.STATUS_ZOMBIE}
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def get(self, path: str = "/") -> httpx.Response:
+        return httpx.get(self.url(path), timeout=10)
+
+    def wait_workers(self, count: int, seconds: float = 5.0) -> set[int]:
+        wait_for(lambda: len(self.workers()) == count and
+                 self.text().count("running on") >= count, seconds, f"{count} workers")
+        return self.workers()
+
+
+@contextmanager
+def supervised(server: str, *flags: str, workers: int = 2) -> Iterator[Supervised]:
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "toyservers", APPS[server], "--server", server,
+                 "--port", "0", "--workers", str(workers), "--no-access-log", *flags],
+                stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
+        running = Supervised(proc, log)
+        try:
+            wait_for(lambda: "Listening at:" in running.text(), 10, "the master listens")
+            found = re.search(r"Listening at: http://127\.0\.0\.1:(\d+)", running.text())
+            assert found is not None
+            running.port = int(found.group(1))
+            running.wait_workers(workers, 10)
+            yield running
+        finally:  # the master and every worker it forked: their own process group
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@BOTH
+def test_a_killed_worker_is_replaced_within_a_second(server: str) -> None:
+    with supervised(server) as running:
+        before = running.workers()
+        assert running.text().count("lifespan startup") == (2 if server != "toy-wsgi" else 0)
+        victim = min(before)
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        statuses = []
+        while len(running.workers() - before) < 1:
+            statuses.append(running.get().status_code)  # light load on the survivor
+            assert time.monotonic() - killed < 1.0, "no new worker within a second"
+        assert victim not in running.workers()
+        statuses += [running.get().status_code for _ in range(10)]
+        assert set(statuses) == {200}
+
+
+@BOTH
+def test_sigterm_lets_the_request_in_flight_finish_and_exits_0(server: str) -> None:
+    with supervised(server) as running:
+        result: list[httpx.Response] = []
+        slow = threading.Thread(target=lambda: result.append(running.get("/slow")))
+        slow.start()
+        wait_for(lambda: "slow started" in running.text(), 5, "the slow request runs")
+        running.proc.send_signal(signal.SIGTERM)
+        slow.join(10)
+        assert [r.status_code for r in result] == [200]
+        assert running.proc.wait(10) == 0
+        assert "Shutting down: graceful" in running.text()
+
+
+def test_sigint_is_quick_it_does_not_wait_for_the_request_in_flight() -> None:
+    with supervised("toy-httptools") as running:
+        failed: list[Exception] = []
+
+        def slow() -> None:
+            try:
+                running.get("/slow")
+            except httpx.HTTPError as exc:
+                failed.append(exc)
+
+        client = threading.Thread(target=slow)
+        client.start()
+        wait_for(lambda: "slow started" in running.text(), 5, "the slow request runs")
+        running.proc.send_signal(signal.SIGINT)
+        assert running.proc.wait(10) == 0
+        client.join(10)
+        assert failed, "/slow was let finish"  # a graceful stop would have answered 200
+        assert "Shutting down: quick" in running.text()
+
+
+@BOTH
+def test_workers_leave_when_the_master_is_killed(server: str) -> None:
+    with supervised(server) as running:
+        workers = [psutil.Process(pid) for pid in running.workers()]
+        running.proc.kill()
+        gone, alive = psutil.wait_procs(workers, timeout=5)
+        assert not alive, "orphaned workers still serving"
+
+
+def test_sighup_reloads_without_a_failed_request_under_wrk() -> None:
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        pytest.skip("wrk is not installed")
+    with supervised("toy-httptools") as running:
+        before = running.workers()
+        load = subprocess.Popen([wrk, "-t1", "-c4", "-d2s", running.url()],
+                                stdout=subprocess.PIPE, text=True)
+        running.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "Hang up" in running.text(), 5, "the master reloads")
+        output, _ = load.communicate(timeout=20)
+        assert "requests in" in output, output
+        assert "Socket errors" not in output and "Non-2xx" not in output, output
+        after = running.wait_workers(2)
+        assert not after & before
+
+
+def test_max_requests_recycles_workers_without_a_failed_request() -> None:
+    with supervised("toy-httptools", "--max-requests", "20") as running, \
+            httpx.Client(timeout=10) as client:
+        responses = [client.get(running.url()) for _ in range(200)]
+        assert {r.status_code for r in responses} == {200}
+        assert len({r.text for r in responses}) >= 5  # pids: about 200 / 20 workers served
+
+
+def test_sigttin_and_sigttou_change_the_worker_count() -> None:
+    with supervised("toy-httptools") as running:
+        running.proc.send_signal(signal.SIGTTIN)
+        running.wait_workers(3)
+        for left in (2, 1):  # one at a time: two signals sent at once may arrive as one
+            running.proc.send_signal(signal.SIGTTOU)
+            wait_for(lambda n=left: len(running.workers()) == n, 5, f"{left} workers left")
+        assert running.get().status_code == 200
+
+
+@BOTH
+def test_a_stuck_worker_is_killed_after_the_timeout(server: str) -> None:
+    """toy-httptools: ``time.sleep`` blocks the event loop, whose timer beats; toy-wsgi: the
+    beat stops once a request has run past the timeout (killed within twice the timeout)."""
+    with supervised(server, "--timeout", "1") as running:
+        before = running.workers()
+        with socket.create_connection(("127.0.0.1", running.port)) as blocked:
+            blocked.sendall(b"GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+            wait_for(lambda: "WORKER TIMEOUT" in running.text(), 4, "the timeout")
+            wait_for(lambda: len(running.workers() - before) == 1, 2, "a new worker")
+        assert running.get().status_code == 200
+
+
+@pytest.mark.parametrize("preload", [False, True])
+def test_preload_imports_the_app_once_in_the_master(preload: bool) -> None:
+    flags = ["--preload"] if preload else []
+    with supervised("toy-httptools", *flags) as running:
+        importers = {int(pid) for pid in re.findall(r"imported (\d+)", running.text())}
+        assert importers == ({running.proc.pid} if preload else running.workers())
+        assert running.text().count("lifespan startup") == 2  # lifespan: once per worker
+        running.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: running.text().count("running on") == 4, 5, "two new workers")
+        reimported = len(re.findall(r"imported (\d+)", running.text()))
+        assert reimported == (1 if preload else 4)  # gunicorn: --preload reloads no code
+
+
+def test_reuse_port_workers_bind_their_own_sockets() -> None:
+    with supervised("toy-httptools", "--reuse-port") as running:
+        pids = {running.get().text for _ in range(40)}  # fresh connections: any worker
+        assert pids <= {str(pid) for pid in running.workers()}
+        listening = [c for pid in running.workers() for c in psutil.Process(pid).net_connections()
+                     if c.status == psutil.CONN_LISTEN and c.laddr.port == running.port]
+        assert len({c.fd for c in listening}) >= 1 and len(listening) == 2
+
+
+def test_wsgi_workers_say_wsgi_multiprocess_and_frame_as_one_process() -> None:
+    with supervised("toy-wsgi") as running:
+        response = running.get("/multiprocess")
+        assert response.text == "True"
+        assert response.headers["content-length"] == "4"  # a one-item list: not chunked
+
+
+def test_bad_values_are_one_line() -> None:
+    for argv, status, line in [
+        (["--workers", "0"], 2, "--workers"),
+        (["--workers", "2", "--timeout", "-1"], 2, "--timeout"),
+    ]:
+        done = subprocess.run([sys.executable, "-m", "toyservers", APPS["toy-httptools"],
+                               *argv], capture_output=True, text=True, timeout=20)
+        assert done.returncode == status and line in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_a_port_in_use_is_one_line() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "toyservers", APPS["toy-httptools"],
+                               "--port", str(port), "--workers", "2"], capture_output=True,
+                              text=True, timeout=20)
+    assert done.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr and "Booting worker" not in done.stderr
+
+
+def test_an_app_that_cannot_be_imported_stops_the_master() -> None:
+    done = subprocess.run([sys.executable, "-m", "toyservers", "no_such_module:app",
+                           "--port", "0", "--workers", "2"], capture_output=True, text=True,
+                          timeout=20)
+    assert done.returncode == 3, done.stderr
+    assert 'could not import module "no_such_module"' in done.stderr
+    assert "Worker failed to boot." in done.stderr and "Traceback" not in done.stderr
