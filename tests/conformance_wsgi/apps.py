@@ -131,6 +131,17 @@ def _stream(count: int, size: int) -> Iterator[bytes]:
         yield piece
 
 
+def _produce(count: int, size: int, progress: str) -> Iterator[bytes]:
+    """``_stream``, writing to the file ``progress`` how many bytes the server has taken so far
+    (it asks for the next piece once it has taken the last), for the test to read."""
+    piece = b"x" * size
+    for taken in range(count + 1):
+        with open(progress, "w") as file:
+            file.write(str(taken * size))
+        if taken < count:
+            yield piece
+
+
 def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
     path, params = environ["PATH_INFO"], _params(environ)
     if path == "/environ" or path.startswith("/environ/"):
@@ -198,6 +209,11 @@ def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         start_response("200 OK", [("Content-Type", "application/octet-stream"),
                                   ("Content-Length", str(size))])
         return _stream(size // CHUNK, CHUNK)
+    if path == "/produce":  # /download that says how far the server has taken it
+        size = int(params.get("size", "0"))
+        start_response("200 OK", [("Content-Type", "application/octet-stream"),
+                                  ("Content-Length", str(size))])
+        return _produce(size // CHUNK, CHUNK, params["progress"])
     if path == "/raise":
         raise RuntimeError("conformance: the app raised")
     if path == "/no-response":  # returns without calling start_response

@@ -90,8 +90,9 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "waitress": {
         "expect-100-continue": _EAGER_100 + " (and reads the whole body before the app runs)",
         "idle-timeout": "closes an idle connection after channel_timeout, 120 s by default",
-        "large-download": "buffers the response in memory until outbuf_high_watermark (16 MB"
-                          " by default) before the app's thread waits for the client",
+        "large-download": "takes the whole response from the app, buffered (in a temporary"
+                          " file past outbuf_overflow) up to outbuf_high_watermark (16 MB by"
+                          " default), before the app's thread waits for the client",
     },
     "wsgiref": {
         "input-to-end": "wsgi.input is the socket's file: read() without a size, readlines()"
