@@ -2,8 +2,8 @@
 
 Each test starts ``toyserve`` in a subprocess on loopback port 0, reads the port from the
 master's log (gunicorn's ``Listening at:`` line) and the worker pids from psutil, and waits
-by polling with deadlines. The kill -9 and SIGTERM tests run on an ASGI toy and on toy-wsgi;
-the rest on toy-httptools (the supervisor is the same code for every ASGI toy).
+by polling with deadlines. The kill -9, SIGTERM and HUP-under-wrk tests run on an ASGI toy and
+on toy-wsgi; the rest on toy-httptools (the supervisor is the same code for every ASGI toy).
 """
 
 from __future__ import annotations
@@ -150,11 +150,16 @@ def test_workers_leave_when_the_master_is_killed(server: str) -> None:
         assert not alive, "orphaned workers still serving"
 
 
-def test_sighup_reloads_without_a_failed_request_under_wrk() -> None:
+@pytest.mark.parametrize("server, flags", [("toy-httptools", ()),
+                                           ("toy-wsgi", ("--worker-class", "gthread"))])
+def test_sighup_reloads_without_a_failed_request_under_wrk(server: str,
+                                                           flags: tuple[str, ...]) -> None:
+    """gthread keeps connections alive: a retiring worker must answer a request already
+    sent on an idle one (wsgi_server's DRAIN), not close it under the client."""
     wrk = shutil.which("wrk")
     if wrk is None:
         pytest.skip("wrk is not installed")
-    with supervised("toy-httptools") as running:
+    with supervised(server, *flags) as running:
         before = running.workers()
         load = subprocess.Popen([wrk, "-t1", "-c4", "-d2s", running.url()],
                                 stdout=subprocess.PIPE, text=True)

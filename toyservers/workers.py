@@ -25,9 +25,8 @@ runs new code; with ``preload`` the master imports it once and a reload forks th
 Deliberately left out: gunicorn's ``--graceful-timeout`` (we SIGKILL after
 ``timeout_graceful_shutdown`` + ``DRAIN`` + 2 s), USR1/USR2/WINCH (reopen logs, re-exec the
 master), pid files, ``--user``, server hooks, and a fair share of load: with one socket the
-least busy worker takes more; with ``reuse_port`` a retiring worker's accept queue is lost;
-and toy-wsgi ``gthread`` keep-alive connections closed idle on a reload (the server's own
-shutdown: a request sent at that instant fails; the ``sync`` worker keeps none alive).
+least busy worker takes more; with ``reuse_port`` a retiring worker's accept queue is lost.
+(toy-wsgi drains its idle ``gthread`` connections in its own graceful shutdown: its DRAIN.)
 
 Compare with: gunicorn/arbiter.py (``run``, ``manage_workers``, ``murder_workers``,
 ``reap_workers``, ``reload``), gunicorn/workers/base.py (``notify``, ``init_signals``,

@@ -66,6 +66,9 @@ READ_SIZE = 64 * 1024  # bytes asked of one recv()
 SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is gone (gunicorn: 30)
 LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
 TICK = 0.25  # how often the main loop looks at the shutdown Event (it has no fd to select on)
+DRAIN = 0.2  # gthread, graceful stop: seconds idle connections stay watched, the listener closed:
+# a client may have sent its next request on one already (wrk does at once); closed unread, it
+# fails; read, it gets one more response, with Connection: close (as workers.DRAIN for ASGI)
 
 
 # -------------------------------------------------------------------------------- connection
@@ -354,12 +357,11 @@ class WSGIServer:
         """Answer the requests on ``conn`` until none is waiting; in gthread, then hand it back
         to the main thread (a sync connection never stays alive: ``handle`` closes it)."""
         try:
-            while conn.handle() and not self.stopping.is_set():
+            while conn.handle():  # False once stopping: that response said Connection: close
                 if not conn.buffer:  # nothing pipelined: back to the main thread's watch
-                    self.returned.put(conn)
+                    self.returned.put(conn)  # stopping or not: see DRAIN
                     self.wake_w.send(b"\0")
                     return
-            conn.close()  # closed already, unless the server is stopping
         except BaseException as exc:
             logger.error("Exception in the connection", exc_info=exc)
             conn.close()
@@ -370,9 +372,13 @@ class WSGIServer:
         selector.register(self.listener, selectors.EVENT_READ)
         selector.register(self.wake_r, selectors.EVENT_READ)
         pool = concurrent.futures.ThreadPoolExecutor(config.threads, "toy-wsgi")
-        while not self.stopping.is_set():
-            now = time.monotonic()
-            timeout = min([TICK, *(c.idle_deadline - now for c in self.idle)])
+        stop_at = float("inf")  # graceful shutdown: when the DRAIN ends
+        while (now := time.monotonic()) < stop_at:
+            if self.stopping.is_set() and stop_at == float("inf"):  # stop accepting; see DRAIN
+                selector.unregister(self.listener)
+                self.listener.close()
+                stop_at = now + (DRAIN if self.threaded else 0.0)  # sync keeps none idle
+            timeout = min([TICK, stop_at - now, *(c.idle_deadline - now for c in self.idle)])
             for key, _ in selector.select(max(timeout, 0)):
                 if key.fileobj is self.listener:
                     with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
@@ -398,9 +404,7 @@ class WSGIServer:
             if now - self.last_tick >= 1.0:  # RFC 9110 §6.6.1: Date, to the second
                 self.last_tick = now
                 self.state.refresh_default_headers()
-        # Graceful shutdown: stop accepting, close idle connections, let requests in flight
-        # finish (their responses say Connection: close), then shut the sockets of the rest.
-        self.listener.close()
+        # After the DRAIN: close what is still idle, let requests in flight finish, shut the rest.
         for conn in list(self.idle):
             self.unwatch(conn)
             conn.close()
