@@ -11,13 +11,13 @@ should apply backpressure"); RFC 9112 §6 (message body).
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
 from tests.conformance.conftest import ConformanceServer
 from tests.conformance.support import Connection, get, poll, request
+from tests.support.running import PeakRSS
 
 feature = pytest.mark.feature
 
@@ -27,34 +27,6 @@ RSS_BOUND = TRANSFER // 2  # bytes the server tree may grow while moving TRANSFE
 FLOOD = 48 * MB  # bytes offered to a peer that does not read
 FLOOD_BOUND = 24 * MB  # bytes that may move before the stall: kernel buffers + server buffers
 STALL = 1.0  # seconds without progress that count as a stall
-
-
-class PeakRSS:
-    """Samples the server tree's RSS every 10 ms in a thread; ``growth`` = peak - baseline."""
-
-    def __init__(self, server: ConformanceServer) -> None:
-        self.server = server
-        self.baseline = server.process.rss()
-        self.peak = self.baseline
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.01):
-            self.peak = max(self.peak, self.server.process.rss())
-
-    def __enter__(self) -> PeakRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-        self.peak = max(self.peak, self.server.process.rss())
-
-    @property
-    def growth(self) -> int:
-        return self.peak - self.baseline
 
 
 def _upload(port: int, size: int) -> dict[str, int]:

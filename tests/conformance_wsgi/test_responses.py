@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from tests.conformance.conftest import IDLE_BOUND
 from tests.conformance_wsgi import apps
 from tests.conformance_wsgi.conftest import WSGIServer
 from tests.conformance_wsgi.support import Connection, Response, get, request
-from tests.support.running import RunningServer
+from tests.support.running import PeakRSS, RunningServer
 
 feature = pytest.mark.feature
 
@@ -305,32 +304,6 @@ def test_app_exception_gives_500_and_the_server_keeps_serving(server: RunningSer
 @feature("no-response-500")
 def test_app_returning_without_start_response_gives_500(server: RunningServer) -> None:
     assert get(server.port, "/no-response").status == 500
-
-
-class PeakRSS:
-    """Samples the server tree's RSS every 10 ms in a thread; ``growth`` = peak - baseline."""
-
-    def __init__(self, server: RunningServer) -> None:
-        self.server = server
-        self.baseline = self.peak = server.process.rss()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.01):
-            self.peak = max(self.peak, self.server.process.rss())
-
-    def __enter__(self) -> PeakRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-
-    @property
-    def growth(self) -> int:
-        return self.peak - self.baseline
 
 
 def _taken_when_stalled(progress: Path, size: int) -> int:

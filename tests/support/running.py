@@ -7,7 +7,8 @@ stops the whole process tree and reaps it at the end. tests/hostile and tests/co
 start their servers through it.
 
 ``serving(name, app, **settings)`` runs a toy server in a thread of the test process instead,
-for end-to-end tests that give it an app or settings of their own.
+for end-to-end tests that give it an app or settings of their own. ``PeakRSS`` samples a
+running server's memory while a test loads it (the ASGI and WSGI conformance suites).
 """
 
 from __future__ import annotations
@@ -135,3 +136,31 @@ def serving(name: str, app: Any, **settings: Any) -> Iterator[int]:
             loop.close()
         sock.close()
         assert not alive and not errors, f"{name} did not stop cleanly: {errors}"
+
+
+class PeakRSS:
+    """Samples the server tree's RSS every 10 ms in a thread; ``growth`` = peak - baseline."""
+
+    def __init__(self, server: RunningServer) -> None:
+        self.server = server
+        self.baseline = server.process.rss()
+        self.peak = self.baseline
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self.peak = max(self.peak, self.server.process.rss())
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+        self.peak = max(self.peak, self.server.process.rss())
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.baseline
