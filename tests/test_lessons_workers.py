@@ -88,6 +88,9 @@ def test_step2_a_killed_worker_is_replaced() -> None:
     with step(f"{STEPS}/step2_respawn.py", env={"WORKERS": "1"}) as server:
         first = ask(server)
         os.kill(first, signal.SIGKILL)
+        # kill() returns before the worker is dead: a connection made meanwhile can still be
+        # accept()ed by it and then reset as it dies. Wait until it is gone, then ask.
+        until(lambda: first not in workers(server))
         second = ask(server, timeout=1)  # waits in the backlog for the new worker
         assert second != first
         until(lambda: workers(server) == {second})

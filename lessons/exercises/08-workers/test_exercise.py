@@ -60,6 +60,12 @@ def test_a_new_worker_answers_within_a_second_after_a_kill() -> None:
     with started(workers=1) as server:
         first = ask(server, timeout=5)
         os.kill(first, signal.SIGKILL)
+        # kill() returns before the worker is dead: a connection made meanwhile can still be
+        # accept()ed by it and reset as it dies. Wait until it is gone, then ask.
+        deadline = time.monotonic() + 1
+        while first in workers(server):
+            assert time.monotonic() < deadline, f"worker {first} still alive a second after kill"
+            time.sleep(0.01)  # a poll interval
         try:
             # the connection waits in the master's backlog until a worker accept()s it
             second = ask(server, timeout=1)
@@ -71,6 +77,10 @@ def test_a_new_worker_answers_within_a_second_after_a_kill() -> None:
 
 def test_the_pool_keeps_its_size() -> None:
     with started(workers=2) as server:
+        deadline = time.monotonic() + 1  # the port opens before the master forks the workers
+        while len(workers(server)) != 2:
+            assert time.monotonic() < deadline, f"workers {workers(server)} at start"
+            time.sleep(0.01)  # a poll interval
         for _ in range(2):  # twice: the replacement is a worker like the others
             before = workers(server)
             assert len(before) == 2, before
