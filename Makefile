@@ -51,8 +51,8 @@ serve-docs: $(STAMP)
 	$(VENV)/bin/mkdocs serve -a 127.0.0.1:8001
 
 exercise: $(STAMP)
-	@[ -n "$(N)" ] || { echo "usage: make exercise N=<lesson number>" >&2; exit 2; }
-	$(PY) -m pytest -q lessons/exercises/$$(printf %02d $$(echo $(N) | sed 's/^0*//'))-* -p no:cacheprovider
+	@[ -n "$(N)" ] || { echo "usage: make exercise N=<lesson number, e.g. 1 or 3b>" >&2; exit 2; }
+	$(PY) -m pytest -q lessons/exercises/$$(echo $(N) | sed -E 's/^0*([0-9])/0\1/; s/^0([0-9]{2})/\1/')-* -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) build *.egg-info site .pytest_cache .mypy_cache .ruff_cache

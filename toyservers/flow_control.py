@@ -36,6 +36,7 @@ class FlowControl:
         self.read_paused = self.write_paused = False
         self._writable: asyncio.Future[None] | None = None  # made only when a send must wait
 
+    # --8<-- [start:write_side]
     async def drain(self) -> None:
         """Return once writing may go on (at once unless writing is paused)."""
         if self.write_paused:
@@ -44,7 +45,9 @@ class FlowControl:
             # shield: a send() cancelled while it waits (asyncio.timeout, a cancelled task)
             # must not cancel the future the other waiters and later sends share.
             await asyncio.shield(self._writable)
+    # --8<-- [end:write_side]
 
+    # --8<-- [start:read_side]
     def pause_reading(self) -> None:
         """Stop reading from the socket; nothing to do when paused already or closing."""
         if not self.read_paused and not self.transport.is_closing():
@@ -58,7 +61,9 @@ class FlowControl:
             self.transport.resume_reading()
             return True
         return False
+    # --8<-- [end:read_side]
 
+    # --8<-- [start:write_signals]
     def pause_writing(self) -> None:
         """From the protocol's ``pause_writing``: make ``drain()`` wait."""
         self.write_paused = True
@@ -70,3 +75,4 @@ class FlowControl:
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
         self._writable = None
+        # --8<-- [end:write_signals]

@@ -1,0 +1,169 @@
+"""Lesson 3b (the event loop): its step servers, its "Run it" commands and its transcript.
+
+- Each step under ``lessons/code/03b-event-loop/`` runs as a subprocess on a free port and is
+  sent real requests; steps 2 and 3 must answer ``/fast`` while ``/slow`` waits.
+- Step 2's ``Loop`` is also driven directly: timers in order, cancelled ones skipped.
+- "Run it": every command block of the page's "Run it" section runs as printed, with a free
+  port in place of 8000 and the venv's Python first on PATH (the page says to activate it).
+- The transcript on the page is captured here from step 3 (``UPDATE_TRANSCRIPTS=1`` rewrites).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+
+from bench.process import ServerProcess, free_port
+from tests.test_lessons import (
+    TIMEOUT,
+    exchange,
+    render,
+    slow_state_when_fast_is_done,
+    split,
+    step,
+    wait_for_log,
+    without_date,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "lessons" / "03b-event-loop.md"
+CODE = ROOT / "lessons" / "code" / "03b-event-loop"
+TRANSCRIPT = ROOT / "lessons" / "transcripts" / "03b-coroutines-fast.txt"
+PEAK = re.compile(r"GET /big\?mib=4: 4194304 bytes, writing paused (\d+) times, "
+                  r"write buffer peaked at (\d+) bytes")
+
+
+def test_step1_selector_serves_many_connections_in_one_thread() -> None:
+    with step("03b-event-loop/step1_selectors.py") as server:
+        status, headers, body = split(exchange(server, b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"))
+        assert (status, body) == (200, b"you asked for GET /hello HTTP/1.1\n")
+        assert headers["connection"] == "close"
+        # twenty clients connected at once, heads sent last-first: each gets its own answer
+        socks = [socket.create_connection((server.host, server.port), timeout=TIMEOUT)
+                 for _ in range(20)]
+        for i, sock in reversed(list(enumerate(socks))):
+            sock.sendall(f"GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        for i, sock in enumerate(socks):
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+            sock.close()
+            assert answer.endswith(f"GET /{i} HTTP/1.1\n".encode()), answer
+        # a head that never ends is dropped, and the server goes on
+        assert exchange(server, b"GET / HTTP/1.1\r\nX: " + b"a" * 10_000) == b""
+        assert httpx.get(f"{server.url}/again", timeout=TIMEOUT).status_code == 200
+
+
+@pytest.mark.parametrize("relpath", ["step2_callbacks.py", "step3_coroutines.py"])
+def test_slow_does_not_hold_fast_back(relpath: str) -> None:
+    with step(f"03b-event-loop/{relpath}", env={"SLOW_SECONDS": "1"}) as server:
+        assert httpx.get(f"{server.url}/fast", timeout=TIMEOUT).text == "fast\n"
+        assert slow_state_when_fast_is_done(server) == "pending"
+        assert httpx.get(f"{server.url}/slow", timeout=TIMEOUT).text == "slow\n"
+
+
+def load_step2() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("lesson3b_step2", CODE / "step2_callbacks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_step2_loop_runs_timers_in_order_and_skips_cancelled_ones() -> None:
+    loop = load_step2().Loop()
+    ran: list[str] = []
+    loop.call_later(0.02, ran.append, "later")
+    loop.call_later(0.01, ran.append, "sooner")
+    loop.call_later(0.01, ran.append, "sooner, second").cancel()
+    loop.call_soon(ran.append, "soon")
+    loop.run_once()  # nothing due yet: only call_soon runs, select() does not wait
+    assert ran == ["soon"]
+    while len(ran) < 3:
+        loop.run_once()  # select() sleeps until the next timer: no busy loop, no test sleep
+    assert ran == ["soon", "sooner", "later"]
+    assert loop.timers == []
+
+
+# --- "Run it", as printed ---------------------------------------------------------------------
+
+
+def run_it_blocks() -> list[tuple[str, str]]:
+    """(language, code) of every fenced block in the page's "Run it" section, in order."""
+    section = PAGE.read_text().split("## Run it", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^( *)```(\w+)\n(.*?)^\1```", section, re.MULTILINE | re.DOTALL)
+    return [(lang, "".join(line[len(indent):] + "\n" for line in code.splitlines()))
+            for indent, lang, code in blocks]
+
+
+def with_port(code: str, port: int) -> str:
+    assert "8000" in code, code
+    return code.replace("8000", str(port))
+
+
+def venv_env() -> dict[str, str]:
+    """The page says: activate the venv. Here: its bin first on PATH, and our tree importable."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "PYTHONPATH": str(ROOT)}
+
+
+def start(command: str, port: int, extra_env: dict[str, str] | None = None) -> ServerProcess:
+    argv = shlex.split(with_port(command.strip(), port))
+    assert argv[0] == "python", argv
+    return ServerProcess([sys.executable, *argv[1:]], port=port, cwd=ROOT,
+                         env={**venv_env(), **(extra_env or {})})
+
+
+def run(lang: str, code: str, port: int) -> str:
+    argv = ["bash", "-euo", "pipefail", "-c"] if lang == "sh" else [sys.executable, "-c"]
+    result = subprocess.run([*argv, with_port(code, port)], cwd=ROOT, env=venv_env(),
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, f"{code}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def test_run_it_commands_run_as_printed() -> None:
+    blocks = run_it_blocks()
+    assert [lang for lang, _ in blocks] == ["sh", "sh", "python", "python", "sh", "sh"], blocks
+    (_, serve3), curl_tab, httpx_tab, raw_tab, (_, serve4), (_, download) = blocks
+    port = free_port()
+    with start(serve3, port):
+        out = run(*curl_tab, port)
+        assert out.splitlines()[0] == "fast" and out.splitlines()[-1] == "slow", out
+        out = run(*httpx_tab, port)
+        assert out.count("/fast: fast after 0.") == 5 and "/slow: slow after 2." in out, out
+        out = run(*raw_tab, port)
+        assert out.index("fast") < out.index("slow"), out
+    for no_drain in ("0", "1"):
+        port = free_port()
+        with start(serve4, port, {"NO_DRAIN": no_drain}) as server:
+            assert run("sh", download, port) == "4194304 bytes\n"
+            pauses, peak = map(int, PEAK.search(wait_for_log(server, "peaked at")).groups())
+        if no_drain == "0":  # the page: two 64 KiB pieces at most, dozens of pauses
+            assert peak <= 2 * 64 * 1024 and pauses >= 12, (pauses, peak)
+        else:  # the page: most of the 4 MiB
+            assert peak > 2 * 1024 * 1024, (pauses, peak)
+
+
+# --- transcript --------------------------------------------------------------------------------
+
+
+def test_transcript_matches_what_step3_sends() -> None:
+    request = b"GET /fast HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with step("03b-event-loop/step3_coroutines.py") as server:
+        captured = render([("client", request), ("server", exchange(server, request))])
+    if os.environ.get("UPDATE_TRANSCRIPTS") == "1":
+        TRANSCRIPT.write_text(captured)
+    assert TRANSCRIPT.exists(), f"{TRANSCRIPT} is missing: run with UPDATE_TRANSCRIPTS=1"
+    assert without_date(TRANSCRIPT.read_text()) == without_date(captured), (
+        f"{TRANSCRIPT.name} is stale: rerun with UPDATE_TRANSCRIPTS=1 and review the diff")
