@@ -4,7 +4,7 @@
 # otherwise we stop with one line saying what to install.
 # Two names are build inputs rather than commands: `libev` (the headers bjoern compiles
 # against, checked as ev.h) and `cc` (a C compiler).
-#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc
+#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc chromium
 set -euo pipefail
 
 package_for() {
@@ -16,6 +16,7 @@ package_for() {
         taskset) echo util-linux ;;
         libev) echo libev-dev ;;
         cc) echo gcc ;;
+        chromium) echo chromium ;;
         *) echo "$1" ;;
     esac
 }
