@@ -2,21 +2,29 @@
 #   make layers ARGS="--duration 5"   the main job: bench layers (ARGS=--wsgi adds bjoern)
 #   make test                         the whole test suite (what CI runs)
 #   make docs / make serve-docs       the tutorial site
+#   make workshop-check               a student's setup, no root needed (lessons/workshop.md)
+#   make wheelhouse / make venv OFFLINE=1   prepare, then install without network
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 TOOLS  := scripts/ensure-tools.sh
+# Every install is pinned to constraints.txt (`make constraints` regenerates it), so a class
+# gets the versions the lessons were tested with. OFFLINE=1 installs from wheelhouse/ only.
+CONSTRAINTS := constraints.txt
+PIP_PINS    := $(if $(wildcard $(CONSTRAINTS)),-c $(CONSTRAINTS))
+PIP_OFFLINE := $(if $(filter 1,$(OFFLINE)),--no-index --find-links wheelhouse)
 
 .PHONY: venv tools layers bench test lint docs serve-docs exercise clean
+.PHONY: workshop-check workshop-tools constraints wheelhouse
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(wildcard $(CONSTRAINTS))
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python >= 3.11" >&2; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "error: Python >= 3.11 is required ($(PYTHON) is older)" >&2; exit 1; }
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV) || { echo "error: could not create $(VENV): install python3-venv" >&2; exit 1; }
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(if $(PIP_OFFLINE),,$(PY) -m pip install -q --upgrade pip)
+	$(PY) -m pip install -q $(PIP_OFFLINE) $(PIP_PINS) -e '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -37,7 +45,7 @@ bench: $(STAMP) tools
 	$(VENV)/bin/bench $(ARGS)
 
 test: $(STAMP)
-	@$(TOOLS) wrk curl
+	@$(TOOLS) wrk curl chromium
 	$(PY) -m pytest $(ARGS)
 
 lint: $(STAMP)
@@ -55,4 +63,25 @@ exercise: $(STAMP)
 	$(PY) -m pytest -q lessons/exercises/$$(echo $(N) | sed -E 's/^0*([0-9])/0\1/; s/^0([0-9]{2})/\1/')-* -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) build *.egg-info site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info site wheelhouse .pytest_cache .mypy_cache .ruff_cache
+
+# The workshop kit (lessons/workshop.md). workshop-check needs no root: venv, imports, a
+# server answering on 127.0.0.1, one exercise's solution passing. workshop-tools is the
+# root-only part (wrk for the benchmarks, curl, chromium for the site test).
+workshop-check: $(STAMP)
+	$(PY) scripts/workshop_check.py
+
+workshop-tools:
+	@[ "$$(id -u)" -eq 0 ] || { echo "error: workshop-tools installs system packages: run it as root (sudo make workshop-tools)" >&2; exit 1; }
+	$(TOOLS) wrk curl chromium
+
+# The pinned set: every package in the venv but the project itself and bjoern (an optional
+# extra built from source).
+constraints: $(STAMP)
+	$(PY) -m pip freeze --exclude-editable | grep -viE '^(toyservers|bjoern)==' > $(CONSTRAINTS)
+
+# Wheels of the pinned set, plus what pip needs to build the project, for this platform and
+# Python; copy wheelhouse/ to the classroom and run `make venv OFFLINE=1` there.
+wheelhouse: $(STAMP)
+	$(PY) -m pip download -q -d wheelhouse -r $(CONSTRAINTS) 'setuptools>=68' wheel
+

@@ -33,7 +33,9 @@ SCREENSHOTS = {"03b-event-loop/index.html": "lesson-03b-event-loop.png",
 # Closed shadow roots hide material's rendered diagrams from the page's scripts: open them.
 OPEN_SHADOWS = """
 const attach = Element.prototype.attachShadow;
-Element.prototype.attachShadow = function (init) { return attach.call(this, {...init, mode: "open"}); };
+Element.prototype.attachShadow = function (init) {
+  return attach.call(this, {...init, mode: "open"});
+};
 """
 
 # Show every tab and folded block, then list the code blocks that scroll sideways.

@@ -1,0 +1,55 @@
+"""The workshop kit: ``make workshop-check`` passes here, and the offline install is wired.
+
+- ``scripts/workshop_check.py`` (what ``make workshop-check`` runs) reports every check ok.
+- ``constraints.txt`` pins every dependency ``pyproject.toml`` names (runtime and dev), and
+  not the project itself, so ``make venv`` gives every student the same versions.
+- ``make -n venv OFFLINE=1`` installs from ``wheelhouse/`` only, with the pins.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_workshop_check_passes() -> None:
+    result = subprocess.run([sys.executable, "scripts/workshop_check.py"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "FAIL" not in result.stdout and "ready for the workshop" in result.stdout
+
+
+def test_constraints_pin_every_dependency_but_the_project() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    names = {canonical(re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0]) for spec in wanted}
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        name, sep, version = line.partition("==")
+        assert sep and version, f"not an exact pin: {line!r}"
+        pins[canonical(name)] = version
+    assert "toyservers" not in pins
+    assert not names - set(pins), f"unpinned: {sorted(names - set(pins))}: run make constraints"
+
+
+def test_offline_venv_installs_from_the_wheelhouse_with_the_pins() -> None:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    result = subprocess.run(["make", "-n", "-B", "venv", "OFFLINE=1"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    install = [line for line in result.stdout.splitlines() if "pip install" in line]
+    assert install == [".venv/bin/python -m pip install -q --no-index --find-links wheelhouse "
+                       "-c constraints.txt -e '.[dev]'"], result.stdout
