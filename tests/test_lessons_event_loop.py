@@ -141,9 +141,13 @@ def test_run_it_commands_run_as_printed() -> None:
         out = run(*curl_tab, port)
         assert out.splitlines()[0] == "fast" and out.splitlines()[-1] == "slow", out
         out = run(*httpx_tab, port)
-        assert out.count("/fast: fast after 0.") == 5 and "/slow: slow after 2." in out, out
-        out = run(*raw_tab, port)
-        assert out.index("fast") < out.index("slow"), out
+        times = re.findall(r"^/(fast|slow): \1 after (\d+\.\d) s$", out, re.MULTILINE)
+        fast = [float(t) for path, t in times if path == "fast"]
+        slow = [float(t) for path, t in times if path == "slow"]
+        assert len(fast) == 5 and len(slow) == 1 and slow[0] >= 2.0, out
+        assert max(fast) < slow[0] - 1.0, f"/fast waited for /slow: {out}"
+        out = run(*raw_tab, port)  # prints both responses (timing: the test above)
+        assert out.count("HTTP/1.1 200 OK") == 2 and "fast\n" in out and "slow\n" in out, out
     for no_drain in ("0", "1"):
         port = free_port()
         with start(serve4, port, {"NO_DRAIN": no_drain}) as server:
@@ -153,6 +157,19 @@ def test_run_it_commands_run_as_printed() -> None:
             assert peak <= 2 * 64 * 1024 and pauses >= 12, (pauses, peak)
         else:  # the page: most of the 4 MiB
             assert peak > 2 * 1024 * 1024, (pauses, peak)
+
+
+def test_exercise_commands_run_as_printed_against_the_solution() -> None:
+    section = PAGE.read_text().split("## Exercises", 1)[1].split("\n## ", 1)[0]
+    serve, upload = re.findall(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    port = free_port()
+    # the starter raises NotImplementedError until the student fills it: run the solution
+    with start(serve.replace("starter.py", "solution.py"), port):
+        out = run("sh", upload, port)
+    match = re.fullmatch(r"received 4000000 bytes; reading paused (\d+) times; "
+                         r"at most (\d+) bytes buffered\n", out)
+    assert match and int(match.group(1)) >= 1, out
+    assert int(match.group(2)) <= 64 * 1024 + 256 * 1024, out
 
 
 # --- transcript --------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def test_every_page_loads_offline_renders_its_diagrams_and_fits(site: tuple[str,
             if expected:
                 try:
                     page.wait_for_function(f"({RENDERED_DIAGRAMS})() >= {expected}",
-                                           timeout=8_000)
+                                           timeout=20_000)
                 except Exception:
                     rendered = page.evaluate(RENDERED_DIAGRAMS)
                     problems.append(f"{name}: {rendered} of {expected} diagrams rendered as SVG")
