@@ -53,3 +53,33 @@ def test_offline_venv_installs_from_the_wheelhouse_with_the_pins() -> None:
     install = [line for line in result.stdout.splitlines() if "pip install" in line]
     assert install == [".venv/bin/python -m pip install -q --no-index --find-links wheelhouse "
                        "-c constraints.txt -e '.[dev]'"], result.stdout
+
+
+def test_timetable_adds_up_and_uses_each_pages_exercise_time() -> None:
+    """Each day's clock times follow from the minutes column, and an exercise's minutes are
+    the ones its lesson page gives (``**Exercise 6: ...** (20 minutes)``)."""
+    lessons = ROOT / "lessons"
+    on_pages = {}
+    for page in lessons.glob("0*.md"):
+        for number, minutes in re.findall(r"\*\*Exercise (\w+): [^*]+\*\* \((\d+) minutes\)",
+                                          page.read_text()):
+            on_pages[number] = int(minutes)
+    assert {"1", "3b", "6"} <= set(on_pages), on_pages
+    guide = (lessons / "workshop.md").read_text()
+    days = re.findall(r"^### Day .*?\n\n(\|.*?)\n\n", guide, re.MULTILINE | re.DOTALL)
+    assert len(days) == 2, "two full days"
+    seen = set()
+    for table in days:
+        rows = re.findall(r"^\| (\d\d):(\d\d) \| (\d+) \| (.*?) \|$", table, re.MULTILINE)
+        assert len(rows) >= 10, table
+        clock = int(rows[0][0]) * 60 + int(rows[0][1])
+        for hours, mins, minutes, block in rows:
+            assert int(hours) * 60 + int(mins) == clock, f"{hours}:{mins} {block}: off"
+            clock += int(minutes)
+            exercise = re.match(r"Exercise (\w+):", block)
+            if exercise and exercise.group(1) in on_pages:
+                seen.add(exercise.group(1))
+                assert int(minutes) == on_pages[exercise.group(1)], (
+                    f"{block}: {minutes} min here, {on_pages[exercise.group(1)]} on its page")
+        assert clock >= 16 * 60 + 30, "a full day"
+    assert seen == set(on_pages), f"exercises missing from the timetable: {set(on_pages) - seen}"
