@@ -71,8 +71,9 @@ clean:
 workshop-check: $(STAMP)
 	$(PY) scripts/workshop_check.py
 
+# Root-only when something is missing: ensure-tools installs with apt-get as root, and
+# otherwise names the packages to install.
 workshop-tools:
-	@[ "$$(id -u)" -eq 0 ] || { echo "error: workshop-tools installs system packages: run it as root (sudo make workshop-tools)" >&2; exit 1; }
 	$(TOOLS) wrk curl chromium
 
 # The pinned set: every package in the venv but the project itself and bjoern (an optional
