@@ -115,10 +115,10 @@ def test_the_page_includes_the_transcript() -> None:
 def test_run_it_commands_run_as_printed() -> None:
     match = re.search(r"^## Run it\n(.*?)(?=^## |\Z)", PAGE.read_text(), re.S | re.M)
     assert match, f"no '## Run it' section in {PAGE.name}"
-    server_command, curl = blocks(match.group(1), "sh")
+    server_command, curl, step3_command, step3_curl = blocks(match.group(1), "sh")
     httpx_tab, raw_tab = blocks(match.group(1), "python")
     assert server_command.strip().endswith(" trio")
-    with started(server_command, env={"SLOW_SECONDS": "1"}) as server:
+    with started(server_command, env={"SLOW_SECONDS": "1.5"}) as server:
         wait_for_log(server, "running on trio")
         out = run_tab("sh", curl, server.port)
         assert out.splitlines() == ["POST /echo: 5 bytes", "POST /chunked: 3 bytes",
@@ -128,3 +128,6 @@ def test_run_it_commands_run_as_printed() -> None:
         out = run_tab("python", raw_tab, server.port)
         assert out.count("HTTP/1.1 200 OK") == 2
         assert out.index("GET /slow: 0 bytes") < out.index("GET /next: 0 bytes")
+    with started(step3_command, env={"SLOW_SECONDS": "60"}) as server:
+        assert run_tab("sh", step3_curl, server.port) == "curl gave up\n"
+        wait_for_log(server, "cancelled GET /slow: the client left")
