@@ -367,6 +367,7 @@ TRANSCRIPT_CASES = {
     "06-asgi-user.txt": ("06-layers/serve_asgi_user.py",
                          script_post_json(b'{"id": 1, "name": "user", "email": "user@email.com"}')),
     "07-toy-wsgi-flask.txt": ("07-wsgi-server/step4_toy_wsgi.py", script_user_then_close),
+    "09-anyio-keepalive.txt": ("09-structured-concurrency/step2_anyio.py", script_keepalive),
 }
 
 
