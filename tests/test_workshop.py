@@ -62,8 +62,9 @@ def test_offline_venv_installs_from_the_wheelhouse_with_the_pins() -> None:
 
 
 def test_timetable_adds_up_and_uses_each_pages_exercise_time() -> None:
-    """Each day's clock times follow from the minutes column, and an exercise's minutes are
-    the ones its lesson page gives (``**Exercise 6: ...** (20 minutes)``)."""
+    """Each day's clock times follow from the minutes column, every exercise is in a day or in
+    a later lesson's session table, and its minutes are the ones its lesson page gives
+    (``**Exercise 6: ...** (20 minutes)``)."""
     lessons = ROOT / "lessons"
     on_pages = {}
     for page in lessons.glob("0*.md"):
@@ -88,4 +89,11 @@ def test_timetable_adds_up_and_uses_each_pages_exercise_time() -> None:
                 assert int(minutes) == on_pages[exercise.group(1)], (
                     f"{block}: {minutes} min here, {on_pages[exercise.group(1)]} on its page")
         assert clock >= 16 * 60 + 30, "a full day"
+    # lessons past the two days have a session table of their own: | Exercise 9 | 20 | ... |
+    for number, minutes in re.findall(r"^\| Exercise (\w+) \| (\d+) \|", guide, re.MULTILINE):
+        if number in on_pages:
+            seen.add(number)
+            assert int(minutes) == on_pages[number], (
+                f"Exercise {number}: {minutes} min in its session table,"
+                f" {on_pages[number]} on its page")
     assert seen == set(on_pages), f"exercises missing from the timetable: {set(on_pages) - seen}"
