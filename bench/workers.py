@@ -215,6 +215,16 @@ def published() -> dict[str, Any]:
     return data
 
 
+def published_seconds(model: str, rps: float | None, paper: dict[str, Any], threads: int
+                      ) -> float | None:
+    """Seconds per request the published ``rps`` implies (Little's law: in flight / RPS),
+    with the published concurrency and workers; None without a figure."""
+    if not rps:
+        return None
+    in_flight_then = min(float(paper["concurrency"]), in_flight(model, paper["workers"], threads))
+    return in_flight_then / rps
+
+
 def row_json(row: Row, connections: int, measurement: Measurement, settings: Settings,
              prediction: dict[str, Any], paper: dict[str, Any]) -> dict[str, Any]:
     """The ``rows`` entry of results.json for one row at one concurrency.
@@ -224,8 +234,11 @@ def row_json(row: Row, connections: int, measurement: Measurement, settings: Set
     ``command``; ``rps_median``, ``rps_runs`` (req/s), ``p50_ms``, ``p99_ms`` (median over
     runs), ``errors`` (all kinds, all measured runs) and ``errors_by_kind``;
     ``predicted_rps`` (:func:`predict_rps` with this file's ``prediction`` inputs),
-    ``measured_over_predicted``; ``published_rps`` (None where the source has no figure)
-    and ``published_row``; ``runs`` (every wrk run).
+    ``measured_over_predicted``; ``published_rps`` (None where the source has no figure),
+    ``published_row`` and ``published_s_per_request``: what Little's law makes of the
+    published figure, seconds each request took = requests in flight (the published
+    concurrency, capped by what its 4 workers hold) / published RPS; ``runs`` (every wrk
+    run).
     """
     summaries = measurement.measured
     threads = settings.worker_threads if row.model == "gthread" else None
@@ -244,6 +257,8 @@ def row_json(row: Row, connections: int, measurement: Measurement, settings: Set
         "predicted_rps": predicted, "measured_over_predicted": None,
         "published_rps": quoted.get("rps"),
         "published_row": PUBLISHED_ROW.get(row.name) if quoted else None,
+        "published_s_per_request": published_seconds(row.model, quoted.get("rps"), paper,
+                                                     settings.worker_threads),
         "runs": [run.to_json() for run in measurement.runs],
     }
     if measurement.status != "ok" or not summaries:
@@ -265,8 +280,8 @@ def row_json(row: Row, connections: int, measurement: Measurement, settings: Set
 
 
 HEADERS = ("row", "model", "conns", "RPS", "p50 ms", "p99 ms", "errors", "predicted",
-           "meas./pred.", "x sync", "published RPS", "published x sync")
-RIGHT = (False, False, True, True, True, True, True, True, True, True, True, True)
+           "meas./pred.", "x sync", "published RPS", "published x sync", "published s/req")
+RIGHT = (False, False, True, True, True, True, True, True, True, True, True, True, True)
 
 
 def table_cells(rows: list[dict[str, Any]], paper: dict[str, Any]) -> list[list[str]]:
@@ -283,7 +298,8 @@ def table_cells(rows: list[dict[str, Any]], paper: dict[str, Any]) -> list[list[
         threads = f"x{r['threads']}" if r["threads"] else ""
         model = f"{r['workers']} {r['model']}{threads}"
         pub = r["published_rps"]
-        pub_cells = [num(pub), num(pub / paper_sync if pub else None, ".2f")]
+        pub_cells = [num(pub), num(pub / paper_sync if pub else None, ".2f"),
+                     num(r["published_s_per_request"], ".2f")]
         if r["status"] != "ok":
             cells.append([r["row"], model, str(r["connections"]), r["status"], "–", "–", "–",
                           num(r["predicted_rps"]), "–", "–", *pub_cells])
