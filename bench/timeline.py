@@ -50,6 +50,7 @@ class Timing:
         return {**asdict(self), "latency": self.latency}
 
 
+# --8<-- [start:fire]
 async def _fire(base_url: str, requests: list[tuple[str, str]], timeout: float
                 ) -> list[Timing]:
     limits = httpx.Limits(max_connections=len(requests) + 1, max_keepalive_connections=0)
@@ -66,6 +67,7 @@ async def _fire(base_url: str, requests: list[tuple[str, str]], timeout: float
 
         tasks = [asyncio.create_task(one(kind, path)) for kind, path in requests]
         return list(await asyncio.gather(*tasks))
+# --8<-- [end:fire]
 
 
 def fire(base_url: str, requests: list[tuple[str, str]], *, timeout: float) -> list[Timing]:

@@ -34,6 +34,7 @@ def delay_ms(headers: list[tuple[bytes, bytes]]) -> int:
     return 0
 
 
+# --8<-- [start:app]
 async def app(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
               send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
     """ASGI app: wait ``X-Delay-Ms`` milliseconds, then answer 200 ``waited N ms``."""
@@ -46,3 +47,4 @@ async def app(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, A
                 "headers": [(b"content-type", b"text/plain"),
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+# --8<-- [end:app]

@@ -10,8 +10,9 @@ rows; FastAPI awaiting ``httpx.AsyncClient`` for the ASGI rows); the upstream is
 own (``bench/upstream.py`` on toy-httptools, the delay in an ``X-Delay-Ms`` header), started
 once on a free port and pinned with wrk, off the server's CPU. Every row runs ``--workers``
 processes and is measured by the harness (:func:`bench.harness.measure_server`: fresh start,
-a check that ``/`` returns fib(25) and the upstream's answer, warm-up, ``--runs`` wrk runs) at
-each ``--concurrency`` (wrk connections; the server restarts for each).
+a check that ``/`` returns fib(25) and the upstream's answer, warm-up, a wrk run) at each
+``--concurrency`` (wrk connections), ``--runs`` times, each run on a freshly started server
+(:func:`measure_fresh` says why).
 
 The prediction beside each measurement, from first principles. With ``c`` the CPU seconds of
 one request (``fib(25)``, measured here on the server's CPU before any row), ``d`` the
@@ -65,6 +66,7 @@ from bench.harness import (
     load_generator,
     measure_server,
 )
+from bench.loadgen import LoadGenerator
 from bench.machine import usable_cpus
 from bench.process import ServerProcess, ServerStartError, free_port
 from bench.stats import summarize
@@ -321,8 +323,8 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
     lines = [
         f"each request: fib({FIB_N}) then GET the upstream (bench/upstream.py on "
         f"{upstream.SERVER}) with {DELAY_HEADER}: {s['delay_ms']}; wrk POSTs to / on N "
-        f"connections (N = conns) for {s['duration_s']} s, {s['runs']} run(s) after "
-        f"{s['warmup_s']} s of warm-up; RPS is the median",
+        f"connections (N = conns) for {s['duration_s']} s, {s['runs']} run(s), each on a "
+        f"freshly started server after {s['warmup_s']} s of warm-up; RPS is the median",
         f"model: worker processes, worker class, xT threads per worker (every server runs "
         f"{s['workers']}); the server restarts for each concurrency; x sync: RPS over "
         "gunicorn-sync's at the same conns in this run",
@@ -433,6 +435,38 @@ def start_upstream(settings: Settings, pinning: Pinning, logs: Path) -> ServerPr
     return server
 
 
+def steps_per_run(settings: Settings) -> int:
+    """wrk runs per measured run: the run, and its server's warm-up if any."""
+    return 2 if settings.warmup else 1
+
+
+def measure_fresh(row: Row, method: Settings, pinning: Pinning, generator: LoadGenerator,
+                  logs: Path, progress: _StatusProgress, env: dict[str, str]) -> Measurement:
+    """``method.runs`` measured runs of ``row``, each on a freshly started server.
+
+    Why not one server for every run: when wrk's connections outnumber the requests the
+    server holds (a sync worker at 40 connections), the requests wrk left unanswered when a
+    run ended stay queued in the server's accept queue, and the next run would first pay for
+    them. ``command`` is the first run's argv (the others differ only in the port).
+    """
+    merged = Measurement()
+    for index in range(method.runs):
+        port = method.pick_port()
+        one = measure_server(
+            server_argv(row, method, port), port,
+            label=f"{row.name} c={method.connections} run {index + 1}/{method.runs}",
+            method=dataclasses.replace(method, runs=1), pinning=pinning, generator=generator,
+            log_path=logs / f"{row.name}-c{method.connections}-{index + 1}.log",
+            progress=progress, check=check_app, env=env)
+        merged.runs += one.runs
+        merged.command = merged.command or one.command
+        if one.status != "ok":
+            merged.status, merged.error, merged.log_tail = one.status, one.error, one.log_tail
+            progress.advance((method.runs - index - 1) * steps_per_run(method))
+            return merged
+    return merged
+
+
 def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     """Measure every row at every concurrency and return results.json's content.
 
@@ -463,24 +497,19 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     env = {UPSTREAM_ENV: f"http://{settings.host}:{up.port}/", DELAY_ENV: str(settings.delay_ms)}
     try:
         with kept_on(pinning.load_cpu), Progress(*columns, console=console) as progress:
-            task = progress.add_task("starting", total=settings.steps * len(chosen)
-                                     * len(settings.concurrency))
+            task = progress.add_task("starting", total=settings.runs * steps_per_run(settings)
+                                     * len(chosen) * len(settings.concurrency))
             for row in chosen:
                 for connections in settings.concurrency:
                     method = dataclasses.replace(settings, connections=connections)
                     reason = skip_reason(row)
                     if reason is not None:
                         measurement = Measurement(status="skipped", error=reason)
-                        progress.advance(task, settings.steps)
+                        progress.advance(task, settings.runs * steps_per_run(settings))
                     else:
-                        port = settings.pick_port()
-                        measurement = measure_server(
-                            server_argv(row, settings, port), port,
-                            label=f"{row.name} c={connections}", method=method,
-                            pinning=pinning, generator=generator,
-                            log_path=logs / f"{row.name}-c{connections}.log",
-                            progress=_StatusProgress(progress, task), check=check_app,
-                            env=env)
+                        measurement = measure_fresh(
+                            row, method, pinning, generator, logs,
+                            _StatusProgress(progress, task), env)
                     data = row_json(row, connections, measurement, settings, prediction, paper)
                     rows.append(data)
                     label = f"{row.name} c={connections}"
@@ -544,9 +573,12 @@ def command(
     concurrency: Annotated[str, typer.Option(
         help="Comma-separated wrk connection counts (a sweep: every row at each).")] = "10",
     duration: Annotated[int, typer.Option(min=1, help="Seconds per measured run.")] = 5,
-    warmup: Annotated[int, typer.Option(min=0, help="Seconds of warm-up per row (0: none).")
-                      ] = 2,
-    runs: Annotated[int, typer.Option(min=1, help="Measured runs per row.")] = 1,
+    warmup: Annotated[int, typer.Option(
+        min=0, help="Seconds of warm-up before each measured run (0: none). At more "
+                    "connections than a sync server holds, a warm-up leaves requests queued "
+                    "that the run then pays for.")] = 0,
+    runs: Annotated[int, typer.Option(min=1, help="Measured runs per row, each on a freshly "
+                                                  "started server.")] = 1,
     compare: Annotated[str, typer.Option(help="Comma-separated rows to run: "
                                               + ", ".join(ROW_NAMES) + ".")] = ",".join(ROW_NAMES),
     workers: Annotated[int, typer.Option(min=1, help="Worker processes per server.")

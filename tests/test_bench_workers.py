@@ -172,3 +172,19 @@ def test_workers_smoke_run(tmp_path: Path) -> None:
     assert rows[0]["published_rps"] == 9.8 and rows[1]["published_rps"] is None
     assert (out / "workers.png").stat().st_size > 0
     assert "| gunicorn-sync |" in (out / "results.md").read_text()
+
+
+# --- the lesson's commands are the ones its results came from ---------------------------------
+
+LESSON = Path(__file__).resolve().parent.parent / "lessons" / "12-blocking-and-workers.md"
+
+
+@pytest.mark.parametrize("name", ["concurrency", "workers"])
+def test_lesson_prints_the_command_its_results_recorded(name: str) -> None:
+    results = LESSON.parent / "results" / name / "results.json"
+    data = json.loads(results.read_text())
+    assert data["experiment"] == name
+    assert all(row["status"] in ("ok", "skipped") for row in data["rows"]), name
+    commands = [line.strip() for line in LESSON.read_text().splitlines()
+                if line.strip().startswith(f"bench {name} ") and "--output" in line]
+    assert commands == [" ".join(data["command"])]
