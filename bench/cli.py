@@ -13,7 +13,8 @@ import importlib
 import typer
 
 #: Modules under ``bench`` whose ``register(app)`` adds a subcommand.
-SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile")
+SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile", "bench.concurrency",
+               "bench.workers")
 
 app = typer.Typer(
     name="bench",

@@ -118,3 +118,39 @@ def bar_chart(path: Path, labels: Sequence[str], values: Sequence[float],
         fig.savefig(path, dpi=120)
     finally:
         plt.close(fig)
+
+
+def timeline_chart(path: Path, panels: Sequence[tuple[str, Sequence[tuple[str, float, float]]]],
+                   *, title: str, subtitle: str = "") -> None:
+    """One panel per ``(label, requests)``, one horizontal bar per request from its start to
+    its end (seconds), in the order sent, first on top; ``"slow"`` requests in red, every
+    other kind in blue. The panels share the time axis, so blocking shows as long blue bars.
+    Uses matplotlib's Agg backend (PNG, no display).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    count = max(len(panels), 1)
+    fig, axes = plt.subplots(count, 1, figsize=(9, 0.9 + 1.5 * count), sharex=True,
+                             squeeze=False)
+    try:
+        colours = {"slow": "#c44e52"}
+        for ax, (label, requests) in zip(axes[:, 0], panels, strict=False):
+            for i, (kind, start, end) in enumerate(requests):
+                ax.barh(i, max(end - start, 0.002), left=start, height=0.8,
+                        color=colours.get(kind, "#4c72b0"))
+            ax.set_ylim(len(requests) - 0.4, -0.6)
+            ax.set_yticks([])
+            ax.set_title(label, fontsize=8, loc="left")
+        axes[-1, 0].set_xlabel("seconds since the burst was sent")
+        fig.legend(handles=[Patch(color="#c44e52", label="slow"),
+                            Patch(color="#4c72b0", label="fast")],
+                   loc="upper right", fontsize=8)
+        fig.suptitle(title + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)
