@@ -38,6 +38,7 @@ bench: $(STAMP) tools
 
 test: $(STAMP)
 	@$(TOOLS) wrk curl
+	@$(TOOLS) h2spec
 	$(PY) -m pytest $(ARGS)
 
 lint: $(STAMP)

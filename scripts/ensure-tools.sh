@@ -5,7 +5,8 @@
 # Two names are build inputs rather than commands: `libev` (the headers bjoern compiles
 # against, checked as ev.h) and `cc` (a C compiler).
 # `h2spec` is no apt package: it is built with the Go toolchain (`go install`), when `go` is
-# on PATH (or in /usr/local/go/bin); without Go the script says so in one line and fails.
+# on PATH (or in /usr/local/go/bin). It is optional: without Go the script says so in one line
+# and goes on (the h2spec tests then skip, saying the same).
 #   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc h2spec
 set -euo pipefail
 
@@ -15,8 +16,8 @@ install_h2spec() {
     local go bin
     go=$(command -v go || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; } || true)
     if [ -z "$go" ]; then
-        echo "error: h2spec is missing and no Go toolchain is present to build it: install Go (https://go.dev/dl/) and run make again" >&2
-        return 1
+        echo "note: no Go toolchain to build h2spec (https://go.dev/dl/): the h2spec tests will skip" >&2
+        return 0
     fi
     if [ "$(id -u)" -eq 0 ]; then bin=/usr/local/bin; else bin="$("$go" env GOPATH)/bin"; fi
     echo "installing h2spec with go install into $bin" >&2
