@@ -206,21 +206,17 @@ class H2Protocol(HTTPProtocol):
     def on_data(self, event: h2.events.DataReceived) -> None:
         """Body for a stream's app; the credit goes back as the app takes it."""
         sid, data, length = event.stream_id, event.data or b"", event.flow_controlled_length or 0
-        cycle = self.streams.get(sid)
         if not data and not event.stream_ended and not self.spend(0, 1):
             return  # an empty DATA frame flood (CVE-2019-9518)
-        if cycle is None or cycle.response_complete or cycle.disconnected:
-            self.conn.acknowledge_received_data(length, sid)  # nobody will read it
-            return
-        cycle.body_size += len(data)
-        max_body = self.config.max_body_size
-        if max_body is not None and cycle.body_size > max_body:
-            self.conn.acknowledge_received_data(length, sid)
+        cycle = self.streams.get(sid)
+        if cycle is not None and not (cycle.response_complete or cycle.disconnected):
+            cycle.body_size += len(data)
+            if self.config.max_body_size is None or cycle.body_size <= self.config.max_body_size:
+                cycle.body += data
+                cycle.credit += length
+                return cycle.wake()
             cycle.send_error(413)  # RFC 9110 §15.5.14
-            return
-        cycle.body += data
-        cycle.credit += length
-        cycle.wake()
+        self.conn.acknowledge_received_data(length, sid)  # nobody will read it
 
     def on_reset(self, sid: int) -> bool:
         """The client reset a stream: its app sees ``http.disconnect``. Rapid reset
@@ -377,12 +373,13 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if not self.response_started:
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            fields = http1.check_response(message["status"], message.get("headers", ()),
-                                          protocol.state.default_headers)
-            lines = fields.lines  # name, b": ", value, b"\r\n" for each field
-            self.status = message["status"]
-            self.head = [(b":status", b"%d" % self.status),
-                         *zip(lines[::4], lines[2::4], strict=True)]
+            headers = list(message.get("headers", ()))  # HTTP/2 allows a Trailer field:
+            trailer = [h for h in headers if h[0] in (b"trailer", b"Trailer")]
+            lines = http1.check_response(message["status"], [  # not hop-by-hop here
+                h for h in headers if h not in trailer], protocol.state.default_headers).lines
+            self.status = message["status"]  # lines: name, b": ", value, b"\r\n" per field
+            self.head = [(b":status", b"%d" % self.status), *(
+                (b"trailer", v) for _, v in trailer), *zip(lines[::4], lines[2::4], strict=True)]
             self.trailers = bool(message.get("trailers", False))
             self.response_started = True
             if protocol.access_log:

@@ -82,7 +82,8 @@ def h2c_settings(scope: Scope) -> bytes | None:
             or b"transfer-encoding" in fields or fields.get(b"content-length", [b"0"]) != [b"0"]):
         return None
     try:  # base64url, its padding left out (RFC 7540 §3.2.1)
-        decoded = base64.urlsafe_b64decode(settings[0] + b"=" * (-len(settings[0]) % 4))
+        decoded = base64.b64decode(settings[0] + b"=" * (-len(settings[0]) % 4), b"-_",
+                                   validate=True)
     except (binascii.Error, ValueError):
         return None
     return None if len(decoded) % 6 else decoded
