@@ -189,6 +189,17 @@ def test_send_waits_for_the_clients_window(loop: FakeClockLoop) -> None:
     assert h.response(sid)[2] == b"x" * 20000
 
 
+def test_expect_100_continue_is_an_interim_headers_frame(loop: FakeClockLoop) -> None:
+    h = H2Harness(loop, Recorder())
+    sid = h.request(method=b"POST", headers=[(b"expect", b"100-continue")], end=False)
+    h.pump()
+    (interim,) = h.of(h2.events.InformationalResponseReceived, sid)
+    assert dict(interim.headers or ())[b":status"] == b"100"
+    h.client.send_data(sid, b"body", end_stream=True)
+    h.pump()
+    assert h.response(sid)[0] == 200
+
+
 def test_data_frames_respect_max_frame_size(loop: FakeClockLoop) -> None:
     h = H2Harness(loop, Recorder(body=b"z" * 50000))
     sid = h.request()
@@ -372,6 +383,21 @@ def test_control_frame_floods_get_goaway(loop: FakeClockLoop, flood: str) -> Non
     assert calmed(h)
 
 
+def test_priority_sent_with_requests_is_not_a_flood(loop: FakeClockLoop,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Browsers send priority in every HEADERS frame: that is no control frame flood."""
+    monkeypatch.setattr(http2, "MAX_CONTROL_FRAMES", 5)
+    h = H2Harness(loop, Recorder())
+    for _ in range(10):
+        sid = h.client.get_next_available_stream_id()
+        h.client.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"http"),
+                                    (b":authority", b"a"), (b":path", b"/")],
+                              end_stream=True, priority_weight=32, priority_depends_on=0)
+        h.pump()
+        assert h.response(sid)[0] == 200
+    assert not h.transport.closed
+
+
 def test_continuation_flood_is_bounded(loop: FakeClockLoop) -> None:
     """CVE-2024-27316 and kin: a header block that never ends, CONTINUATION after
     CONTINUATION, is cut once it outgrows max_header_size."""
@@ -423,6 +449,19 @@ def test_prior_knowledge_preface_split_over_reads(loop: FakeClockLoop) -> None:
     h.pump()
     assert h.response(sid)[0] == 200
     assert type(h.protocol).__name__ == "H2Protocol"
+
+
+def test_preface_request_and_body_in_one_large_read(loop: FakeClockLoop) -> None:
+    """What follows the preface in the same read reaches HTTP/2 whole, past toy-httptools'
+    4 KiB slices."""
+    app = Recorder()
+    h = H2Harness(loop, app, http1=True)
+    h.client.initiate_connection()
+    sid = h.request(method=b"POST", body=b"q" * 10000)
+    h.send_bytes(h.client.data_to_send())
+    h.pump()
+    assert h.response(sid)[0] == 200
+    assert b"".join(m.get("body", b"") for m in app.messages) == b"q" * 10000
 
 
 def test_h2c_upgrade_answers_the_request_on_stream_1(loop: FakeClockLoop) -> None:

@@ -120,9 +120,10 @@ class H2Protocol(HTTPProtocol):
             elif kind is h2.events.StreamReset:
                 if not self.on_reset(event.stream_id):  # type: ignore[attr-defined]
                     return
-            elif (kind is h2.events.PingReceived or kind is h2.events.PriorityUpdated) and \
-                    not self.spend(0, 1):
-                return
+            elif kind is h2.events.PingReceived or kind is h2.events.PriorityUpdated and \
+                    getattr(event, "stream_id", 0) not in self.streams:  # not with a request
+                if not self.spend(0, 1):
+                    return
             elif kind is h2.events.ConnectionTerminated:  # the client's GOAWAY: h2 sends no
                 return self.close()  # more frames after it, so nothing in flight can finish
         # CONTINUATION flood: h2 holds an unfinished header block of up to 64 frames (1 MiB);
