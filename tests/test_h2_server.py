@@ -322,6 +322,24 @@ def test_after_goaway_new_streams_are_refused(loop: FakeClockLoop) -> None:
     assert h.response(first)[0] == 200
 
 
+def test_a_body_that_stops_coming_gets_408(loop: FakeClockLoop) -> None:
+    h = H2Harness(loop, Recorder(), timeout_body=30, timeout_keep_alive=5)
+    sid = h.request(method=b"POST", body=b"part", end=False)
+    h.pump()
+    h.advance(29)
+    h.client.send_data(sid, b"more")  # each DATA moves the deadline on
+    h.pump()
+    h.advance(29)
+    h.pump()
+    assert h.response(sid)[0] == 0
+    h.advance(1.5)
+    h.pump()
+    assert h.response(sid)[0] == 408 and not h.transport.closed
+    h.advance(5.5)  # then idle: no stream left
+    h.pump()
+    assert h.transport.closed
+
+
 def test_idle_connection_gets_goaway_after_keep_alive(loop: FakeClockLoop) -> None:
     h = H2Harness(loop, Recorder(), timeout_keep_alive=5)
     h.request()
@@ -502,6 +520,21 @@ def test_an_invalid_preface_is_closed_unanswered(loop: FakeClockLoop) -> None:
     h.send_bytes(b"INVALID CONNECTION PREFACE\r\n\r\n")
     h.spin()
     assert h.transport.closed and h.transport.take() == b""
+
+
+def test_request_target_takes_the_pseudo_header_fields_out() -> None:
+    base = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"a.example")]
+    fields = [*base, (b":path", b"/x?y=1"), (b"accept", b"*/*")]
+    assert http2.request_target(fields, 100) == (
+        0, "GET", b"/x", b"y=1", [(b"host", b"a.example"), (b"accept", b"*/*")])
+    with_host = http2.request_target([*fields, (b"host", b"a.example")], 100)[4]
+    assert [name for name, _ in with_host].count(b"host") == 1
+    assert http2.request_target([*base, (b":path", b"/x")], 0)[0] == 431  # host + 0 allowed
+    assert http2.request_target([*base, (b":path", b"x")], 100)[0] == 400
+    assert http2.request_target([(b":method", b"OPTIONS"), (b":path", b"*")], 100)[:3] == (
+        0, "OPTIONS", b"*")
+    assert http2.request_target([(b":method", b"CONNECT"), (b":authority", b"a:1")], 100)[0] \
+        == 501
 
 
 def test_h2c_settings_checks() -> None:

@@ -134,8 +134,7 @@ class H2Protocol(HTTPProtocol):
         self.flush()
     # --8<-- [end:data_received]
 
-    def flush(self) -> None:
-        """Write what h2 framed (responses, ACKs, WINDOW_UPDATEs) in one write."""
+    def flush(self) -> None:  # what h2 framed (responses, ACKs, WINDOW_UPDATEs): one write
         data = self.conn.data_to_send()
         if data and not self.transport.is_closing():
             self.transport.write(data)
@@ -177,14 +176,8 @@ class H2Protocol(HTTPProtocol):
         if self.closing:  # RFC 9113 §6.8: after our GOAWAY, new streams are refused
             self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
             return
-        pseudo, headers = {}, []
-        for name, value in event.headers or ():
-            if name[:1] == b":":
-                pseudo[name] = value
-            else:
-                headers.append((name, value))  # h2 joined the cookie fields (RFC 9113 §8.2.3)
-        status, method, raw_path, query = http2.request_target(pseudo, headers,
-                                                               self.config.max_headers)
+        status, method, raw_path, query, headers = http2.request_target(
+            event.headers or (), self.config.max_headers)  # pseudo-header fields taken out
         scope = http_scope(self, method, "2", raw_path, query, headers)
         if not status and at_concurrency_limit(self.state):
             status = 503  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
@@ -199,7 +192,8 @@ class H2Protocol(HTTPProtocol):
         expect = any(n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"])
         self.streams[sid] = cycle = RequestResponseCycle(self, scope, sid, expect and more_body)
         cycle.more_body = more_body
-        self.deadline.clear()
+        if more_body or self.deadline.kind == "idle":  # no longer idle; see on_timeout
+            self.deadline.set("body", self.config.timeout_body)
         if run:
             cycle.start_task(self.app)
         return cycle
@@ -215,6 +209,7 @@ class H2Protocol(HTTPProtocol):
             if self.config.max_body_size is None or cycle.body_size <= self.config.max_body_size:
                 cycle.body += data
                 cycle.credit += length
+                self.deadline.set("body", self.config.timeout_body)  # moved on by each DATA
                 return cycle.wake()
             cycle.send_error(413)  # RFC 9110 §15.5.14
         self.conn.acknowledge_received_data(length, sid)  # nobody will read it
@@ -237,8 +232,15 @@ class H2Protocol(HTTPProtocol):
                 self.deadline.set("idle", self.config.timeout_keep_alive)
 
     def on_timeout(self, kind: str) -> None:
-        """No stream for ``timeout_keep_alive`` seconds: GOAWAY and close."""
-        if not self.streams:
+        """``idle``: no stream for ``timeout_keep_alive`` seconds: GOAWAY and close. ``body``:
+        no DATA for ``timeout_body`` seconds while apps wait for body: 408 on their streams
+        (RFC 9110 §15.5.9); a body still to come, with its app busy, keeps the deadline."""
+        if kind == "body":
+            for cycle in [c for c in self.streams.values() if c.more_body and c.waiter]:
+                cycle.send_error(408)
+            if any(c.more_body for c in self.streams.values()):
+                self.deadline.set("body", self.config.timeout_body)
+        elif not self.streams:
             self.conn.close_connection()
             self.close()
 
@@ -262,11 +264,9 @@ class HTTP1Protocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
-            protocol = H2Protocol(self.state)  # RFC 9113 §3.2: "h2" over TLS, by ALPN
-            transport.set_protocol(protocol)
-            protocol.connection_made(transport)
-        else:
-            super().connection_made(transport)
+            self.transport = transport  # type: ignore[assignment]  # RFC 9113 §3.2: "h2" over
+            return self.hand_over(b"")  # TLS, chosen by ALPN
+        super().connection_made(transport)
 
     def h2_preface(self, data: bytes) -> bool:
         """llhttp saw ``PRI * HTTP/2.0``: on a connection's first bytes, hand over (the
@@ -347,17 +347,16 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.conn.send_headers(self.stream_id, [(b":status", b"100")])  # HEADERS
             self.protocol.flush()
 
-    def resume_reading(self) -> None:
-        """Grant the client the credit of the body the app took (RFC 9113 §6.9)."""
+    def resume_reading(self) -> None:  # credit goes back once the app has the body: receive()
+        pass
+
+    async def receive(self) -> Message:
+        """The base's; then the credit of the body the app took goes back (RFC 9113 §6.9)."""
+        message = await super().receive()
         if self.credit and not self.disconnected:
             self.conn.acknowledge_received_data(self.credit, self.stream_id)
             self.credit = 0
             self.protocol.flush()
-
-    async def receive(self) -> Message:
-        message = await super().receive()
-        if self.credit:  # the last body too: its credit is the connection's as well
-            self.resume_reading()
         return message
 
     # --8<-- [start:send]
