@@ -188,6 +188,7 @@ class H2Protocol(HTTPProtocol):
 
     def start_stream(self, sid: int, scope: Scope, more_body: bool, run: bool = True
                      ) -> RequestResponseCycle:
+        """Register stream ``sid``'s cycle (trailers offered) and start its app if ``run``."""
         scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
         expect = any(n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"])
         self.streams[sid] = cycle = RequestResponseCycle(self, scope, sid, expect and more_body)
@@ -268,6 +269,7 @@ class HTTP1Protocol(HttpToolsProtocol):
             return self.hand_over(b"")  # TLS, chosen by ALPN
         super().connection_made(transport)
 
+    # --8<-- [start:hand_over]
     def h2_preface(self, data: bytes) -> bool:
         """llhttp saw ``PRI * HTTP/2.0``: on a connection's first bytes, hand over (the
         slices before ``data`` held the preface's first ``head_seen`` bytes: llhttp checked)."""
@@ -311,6 +313,7 @@ class HTTP1Protocol(HttpToolsProtocol):
         protocol.connection_made(self.transport, upgrade)
         if data:
             protocol.data_received(data)
+    # --8<-- [end:hand_over]
 
 
 # ------------------------------------------------------------------------------ ASGI interface
