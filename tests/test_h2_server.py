@@ -19,7 +19,13 @@ import pytest
 import trustme
 from h2.errors import ErrorCodes
 from h2.settings import SettingCodes
-from hyperframe.frame import ContinuationFrame, HeadersFrame, PingFrame, SettingsFrame
+from hyperframe.frame import (
+    ContinuationFrame,
+    HeadersFrame,
+    PingFrame,
+    PriorityFrame,
+    SettingsFrame,
+)
 
 from tests.support.h2_harness import AUTHORITY, H2Harness, split_frames
 from tests.support.mock import FakeClockLoop
@@ -382,9 +388,10 @@ def test_the_reset_budget_refills_each_interval(loop: FakeClockLoop) -> None:
     assert not h.transport.closed
 
 
-@pytest.mark.parametrize("flood", ["ping", "settings", "empty-data"])
+@pytest.mark.parametrize("flood", ["ping", "settings", "empty-data", "priority"])
 def test_control_frame_floods_get_goaway(loop: FakeClockLoop, flood: str) -> None:
-    """The 2019 floods: PING (CVE-2019-9512), SETTINGS (9515), empty DATA frames (9518)."""
+    """The 2019 floods: PING (CVE-2019-9512), SETTINGS (9515), empty DATA frames (9518),
+    PRIORITY frames reshuffling idle streams (the resource loop, 9513)."""
     h = H2Harness(loop, disconnect_waiter)
     sid = h.request(end=False)
     h.pump()
@@ -394,6 +401,9 @@ def test_control_frame_floods_get_goaway(loop: FakeClockLoop, flood: str) -> Non
     elif flood == "settings":
         h.send_frames(SettingsFrame(0, settings={SettingCodes.ENABLE_PUSH: 0})
                       for _ in range(n))
+    elif flood == "priority":
+        h.send_frames(PriorityFrame(1001 + 2 * i, depends_on=1001 + 2 * (i + 1) % 99,
+                                    stream_weight=15) for i in range(n))
     else:
         for _ in range(n):
             h.client.send_data(sid, b"")
@@ -445,6 +455,7 @@ def test_hpack_bomb_is_bounded(loop: FakeClockLoop) -> None:
 def test_max_concurrent_streams_is_advertised_and_enforced(loop: FakeClockLoop) -> None:
     h = H2Harness(loop, disconnect_waiter)
     assert h.client.remote_settings.max_concurrent_streams == http2.MAX_CONCURRENT_STREAMS
+    assert h.client.remote_settings.max_header_list_size == h.state.config.max_header_size
     encoder = hpack.Encoder()
     frames = [HeadersFrame(1 + 2 * n, encoder.encode([
         (b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b":authority", b"a")]),
