@@ -27,11 +27,11 @@ from hyperframe.frame import (
     SettingsFrame,
 )
 
-from tests.support.h2_harness import AUTHORITY, H2Harness, split_frames
+from tests.support.h2_harness import AUTHORITY, H2Harness, SwitchingTransport, split_frames
 from tests.support.mock import FakeClockLoop
 from tests.support.protocol_harness import fake_loop_fixture
 from tests.support.running import serving
-from toyservers import http2
+from toyservers import _server, http2
 
 Scope = dict[str, Any]
 RST_STREAM = 0x3  # the frame type (RFC 9113 §6.4)
@@ -463,6 +463,38 @@ def test_max_concurrent_streams_is_advertised_and_enforced(loop: FakeClockLoop) 
     h.send_frames(frames)
     h.pump()
     assert h.transport.closed and [code for code, _ in h.goaways] == [ErrorCodes.PROTOCOL_ERROR]
+
+
+class HalfClosingTransport(SwitchingTransport):
+    """A TCP-like transport: it can send FIN (``write_eof``) and still read."""
+
+    eof_written = False
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof_written = True
+
+
+def test_a_connection_error_closes_in_stages(loop: FakeClockLoop) -> None:
+    """RFC 9112 §9.6: GOAWAY, then FIN; what the client still sends is read and dropped, so
+    the kernel sends no RST that could destroy the GOAWAY; the close comes LINGER seconds on."""
+    h = H2Harness(loop, Recorder())
+    transport = HalfClosingTransport()
+    transport.set_protocol(h.protocol)
+    h.transport = transport
+    h.protocol.transport = transport  # the same connection, on a transport that half-closes
+    h.send_bytes(b"\x00\x00\x08\x06\x00\x00\x00\x00\x01" + b"\x00" * 8)  # PING, stream 1
+    assert h.take_goaways(transport.take()) == b"" and h.goaways[0][0] == ErrorCodes.PROTOCOL_ERROR
+    assert transport.eof_written and not transport.closed
+    server = h.state.connections.copy().pop()
+    transport.get_protocol().data_received(b"more frames")  # dropped by the lingering protocol
+    assert transport.take() == b""
+    h.advance(_server.LINGER)
+    assert transport.closed
+    transport.get_protocol().connection_lost(None)
+    assert server not in h.state.connections
 
 
 # --- the hand-over from HTTP/1.1 -------------------------------------------------------------

@@ -13,12 +13,11 @@ Flow control is credit: the client may send the body we granted (its window); we
 (WINDOW_UPDATE) only as the app's ``receive()`` takes body, so a slow app holds the client
 back. ``send()`` sends no more than the client granted us and waits for its WINDOW_UPDATE.
 
-Attacks, and what bounds them (``toyservers.http2``): rapid reset (CVE-2023-44487) and the
-PING, SETTINGS, PRIORITY and empty-frame floods (CVE-2019-9512/9515/9516/9518) by a
-``FloodBudget``; a client that reads none of our answers (9512/9514/9517): we stop reading
-while our write buffer is full, and a ``send()`` holds one message; HPACK bombs and
-CONTINUATION floods: decoded fields and header block within ``max_header_size``;
-``MAX_CONCURRENT_STREAMS``, enforced by h2. Past a budget: GOAWAY ENHANCE_YOUR_CALM, close.
+Attacks, and their bounds: rapid reset (CVE-2023-44487), PING, SETTINGS, PRIORITY and empty
+frame floods (CVE-2019-9512/9513/9515/9518): a ``http2.FloodBudget``; a client reading none
+of our answers (9512/9514/9517): we stop reading while our write buffer is full, a ``send()``
+holds one message; HPACK bombs, CONTINUATION floods: ``max_header_size``; streams at once:
+``MAX_CONCURRENT_STREAMS``. Past a budget: GOAWAY ENHANCE_YOUR_CALM, then close.
 
 Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
 its job), priorities (RFC 9113 §5.3.2 deprecates them), request trailers (dropped), CONNECT
@@ -28,8 +27,7 @@ Spec: RFC 9113 §3 (starting), §5 (streams, flow control), §6.5 (SETTINGS), §
 §8 (HTTP semantics); RFC 7540 §3.2 (h2c); RFC 7541 (HPACK); RFC 7301 (ALPN); ASGI HTTP spec
 2.4 and its HTTP Trailers extension.
 
-Compare with: hypercorn/protocol/h2.py and http_stream.py; h2's asyncio example server.
-"""
+Compare with: hypercorn/protocol/h2.py and http_stream.py; h2's asyncio example server."""
 
 from __future__ import annotations
 
@@ -139,9 +137,14 @@ class H2Protocol(HTTPProtocol):
         if data and not self.transport.is_closing():
             self.transport.write(data)
 
-    def close(self) -> None:  # with what h2 queued: its GOAWAY, after a connection error
+    def close(self) -> None:
+        """Write what h2 queued (a GOAWAY) and close in stages (``lingering_close``): a client
+        still sending reads our GOAWAY, not a reset. Apps still running see http.disconnect."""
         self.flush()
-        self.transport.close()
+        self.deadline.close()
+        for cycle in self.streams.values():
+            cycle.disconnect()  # their sends raise ClientDisconnected
+        self.lingering_close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -149,10 +152,8 @@ class H2Protocol(HTTPProtocol):
             cycle.disconnect()
         self.streams.clear()
 
-    def pause_writing(self) -> None:
-        # The client reads nothing we write: read nothing it sends, so a flood of frames that
-        # h2 answers (PING, SETTINGS, bad frames: CVE-2019-9512/9514/9515) cannot pile up.
-        super().pause_writing()
+    def pause_writing(self) -> None:  # the client reads nothing: nor do we, so no flood of
+        super().pause_writing()  # frames that h2 answers (PING...) can pile answers up here
         self.flow.pause_reading()
 
     def resume_writing(self) -> None:
@@ -218,8 +219,7 @@ class H2Protocol(HTTPProtocol):
     def on_reset(self, sid: int) -> bool:
         """The client reset a stream: its app sees ``http.disconnect``. Rapid reset
         (CVE-2023-44487) opens and resets streams to make us start apps: budgeted."""
-        cycle = self.streams.pop(sid, None)
-        if cycle is not None:
+        if cycle := self.streams.pop(sid, None):
             cycle.disconnect()
         self.stream_done()
         return self.spend(1, 0)
@@ -377,7 +377,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
             headers = list(message.get("headers", ()))  # HTTP/2 allows a Trailer field:
-            trailer = [h for h in headers if h[0] in (b"trailer", b"Trailer")]
+            trailer = [h for h in headers if h[0].lower() == b"trailer"]
             lines = http1.check_response(message["status"], [  # not hop-by-hop here
                 h for h in headers if h not in trailer], protocol.state.default_headers).lines
             self.status = message["status"]  # lines: name, b": ", value, b"\r\n" per field
