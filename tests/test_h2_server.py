@@ -258,6 +258,22 @@ def test_response_trailers(loop: FakeClockLoop) -> None:
     assert h.of(h2.events.StreamEnded, sid)
 
 
+async def bad_trailers_app(scope: Scope, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "trailers": True})
+    await send({"type": "http.response.body", "body": b"data"})
+    await send({"type": "http.response.trailers", "headers": [(b"x-bad", b"a\r\nb")]})
+
+
+def test_trailers_are_checked_as_fields(loop: FakeClockLoop) -> None:
+    """A control byte in a trailer value (RFC 9110 §5.5) fails the app's send(); the body is
+    out, so the stream is reset."""
+    h = H2Harness(loop, bad_trailers_app)
+    sid = h.request()
+    h.pump()
+    assert not h.of(h2.events.TrailersReceived, sid)
+    assert [e.error_code for e in h.of(h2.events.StreamReset, sid)] == [ErrorCodes.INTERNAL_ERROR]
+
+
 async def fails_before(scope: Scope, receive: Any, send: Any) -> None:
     raise RuntimeError("boom")
 

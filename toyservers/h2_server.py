@@ -233,9 +233,8 @@ class H2Protocol(HTTPProtocol):
                 self.deadline.set("idle", self.config.timeout_keep_alive)
 
     def on_timeout(self, kind: str) -> None:
-        """``idle``: no stream for ``timeout_keep_alive`` seconds: GOAWAY and close. ``body``:
-        no DATA for ``timeout_body`` seconds while apps wait for body: 408 on their streams
-        (RFC 9110 §15.5.9); a body still to come, with its app busy, keeps the deadline."""
+        """``idle``: no stream for ``timeout_keep_alive`` s: GOAWAY, close. ``body``: no DATA for
+        ``timeout_body`` s while apps wait for body: 408 on their streams (RFC 9110 §15.5.9)."""
         if kind == "body":
             for cycle in [c for c in self.streams.values() if c.more_body and c.waiter]:
                 cycle.send_error(408)
@@ -392,7 +391,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         elif kind == "http.response.body" and not self.body_sent:
             await self.send_body(message.get("body", b""), message.get("more_body", False))
         elif kind == "http.response.trailers" and self.trailers and self.body_sent:
-            self.trailer_fields += [(n.lower(), v) for n, v in message.get("headers", ())]
+            fields = http1.check_response(200, message.get("headers", ()), []).lines  # as a head
+            self.trailer_fields += zip(fields[::4], fields[2::4], strict=True)
             if not message.get("more_trailers", False):  # ASGI: trailers may come in parts
                 self.conn.send_headers(self.stream_id, self.trailer_fields, end_stream=True)
                 self.complete()
