@@ -32,6 +32,12 @@ venv: $(STAMP)
 tools:
 	@$(TOOLS) wrk curl
 
+# h2spec, for tests/test_h2spec.py: built with Go when Go is present; otherwise those tests skip.
+.PHONY: h2spec
+test: h2spec
+h2spec:
+	@$(TOOLS) h2spec
+
 # With --wsgi in ARGS: bjoern too, built from source against libev. A failed build is not an
 # error: bench layers then skips bjoern's rows with a note.
 layers: $(STAMP) tools

@@ -8,7 +8,9 @@ implements ``shutdown()``; its ``serve()`` hands that class to ``serve_protocol`
   ``state`` dict, the live connections and ASGI tasks, the cached ``Date``/``Server`` headers).
 - ``HTTPProtocol``: the base of every server's protocol class: connection bookkeeping (the
   addresses, scheme and ``tls`` extension, ``TCP_NODELAY``), ``FlowControl`` for both
-  directions, and the ``Deadline`` that closes a connection which never sends a byte.
+  directions, the ``Deadline`` that closes a connection which never sends a byte, and
+  ``lingering_close`` (close in stages, RFC 9112 §9.6: a peer still sending gets our last
+  bytes, not a reset).
 - ``Deadline``: one timer per connection for whichever deadline runs (idle, head, body).
 - ``serve_protocol``: lifespan startup, ``loop.create_server``, a once-a-second tick that
   refreshes the ``Date`` header, and graceful shutdown on SIGINT/SIGTERM: stop accepting,
@@ -190,6 +192,22 @@ def _address(info: Any) -> tuple[str, int] | None:
     return None
 
 
+LINGER = 2.0  # seconds a connection closed in stages reads (and drops) before closing
+
+
+class _Lingering(asyncio.Protocol):
+    """The protocol of a half-closed connection: drops what comes; passes the loss on."""
+
+    def __init__(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
+
+    def data_received(self, data: bytes) -> None:
+        pass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.protocol.connection_lost(exc)
+
+
 class HTTPProtocol(asyncio.Protocol):
     """The base of every toy server's protocol class: what a connection is, besides parsing.
 
@@ -243,6 +261,22 @@ class HTTPProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.flow.resume_writing()
 
+    def lingering_close(self) -> None:
+        """Close in stages, as RFC 9112 §9.6 advises against "the TCP reset problem": closing
+        a socket whose peer still sends makes the kernel answer RST, which can destroy our
+        last bytes (an error response, a GOAWAY) before the peer reads them. So: send FIN
+        (``write_eof``), read and drop what still comes until the peer closes or ``LINGER``
+        seconds pass, then close; ``connection_lost`` still comes here. Over TLS (asyncio has
+        no half-close there) the transport just closes."""
+        transport = self.transport
+        if not transport.can_write_eof() or transport.is_closing():
+            transport.close()
+            return
+        transport.write_eof()
+        transport.set_protocol(_Lingering(self))
+        transport.resume_reading()  # a no-op unless reading was paused
+        self.loop.call_later(LINGER, transport.close)
+
     def on_timeout(self, kind: str) -> None:
         """Deadline ``kind`` expired. This base closes on ``idle``; a subclass answers 408 to
         a slow head or body (RFC 9110 §15.5.9) and calls this for the rest."""
@@ -261,10 +295,13 @@ class HTTPProtocol(asyncio.Protocol):
 ProtocolFactory = Callable[[ServerState], asyncio.Protocol]
 
 
-def _ssl_context(config: Config) -> ssl.SSLContext | None:
+def _ssl_context(config: Config, alpn_protocols: list[str] | None = None
+                 ) -> ssl.SSLContext | None:
     if not (config.ssl_certfile and config.ssl_keyfile):
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    if alpn_protocols:
+        context.set_alpn_protocols(alpn_protocols)  # RFC 7301: the client's pick comes first
     try:
         context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile)
     except ssl.SSLError:
@@ -283,6 +320,7 @@ async def serve_protocol(
     ready: Callable[[tuple[str, int]], object] | None = None,
     shutdown: asyncio.Event | None = None,
     name: str = "toyservers",
+    alpn_protocols: list[str] | None = None,
 ) -> None:
     """Serve ``app`` with connections made by ``protocol_factory`` until ``shutdown`` is set.
 
@@ -292,6 +330,8 @@ async def serve_protocol(
             ``config.host``/``config.port`` are bound.
         ready: called with the bound ``(host, port)`` once the server accepts connections.
         shutdown: set it to stop; when None, SIGINT and SIGTERM set it (main thread only).
+        alpn_protocols: over TLS, the protocols offered by ALPN, preferred first (RFC 7301;
+            toy-h2: ``["h2", "http/1.1"]``).
 
     Raises:
         LifespanFailure: the app's lifespan startup failed; nothing was served.
@@ -300,7 +340,8 @@ async def serve_protocol(
         OSError: the address could not be bound (for example, the port is in use).
     """
     loop = asyncio.get_running_loop()
-    ssl_context = _ssl_context(config)  # before startup: a bad certificate starts nothing
+    # before startup: a bad certificate starts nothing
+    ssl_context = _ssl_context(config, alpn_protocols)
     lifespan = Lifespan(app, config.lifespan)
     await lifespan.startup()
     state = ServerState(app, config, lifespan.state)
