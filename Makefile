@@ -52,7 +52,7 @@ serve-docs: $(STAMP)
 
 exercise: $(STAMP)
 	@[ -n "$(N)" ] || { echo "usage: make exercise N=<lesson number>" >&2; exit 2; }
-	$(PY) -m pytest -q lessons/exercises/$$(printf %02d $$(echo $(N) | sed 's/^0*//'))-* -p no:cacheprovider
+	$(PY) -m pytest -q --tb=no -rN lessons/exercises/$$(printf %02d $$(echo $(N) | sed 's/^0*//'))-* -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) build *.egg-info site .pytest_cache .mypy_cache .ruff_cache
