@@ -57,3 +57,43 @@ def test_lesson1_run_it() -> None:
     server_command = blocks(text.split("===", 1)[0], "sh")[0]
     with started(server_command) as server:
         check_tabs(text, server.port)
+
+
+# --- lesson 2 ----------------------------------------------------------------------------------
+
+PAGE_2 = LESSONS / "02-wsgi.md"
+
+
+def longest(printed: str) -> float:
+    """The longest of the ``/path: 1.2 s`` times the httpx tabs print, seconds."""
+    times = [float(line.split(": ")[1].removesuffix(" s")) for line in printed.splitlines()]
+    assert len(times) == 18, printed
+    return max(times)
+
+
+def test_lesson2_run_it() -> None:
+    text = section(PAGE_2, "Run it")
+    server_command, gunicorn = blocks(text.split("===", 1)[0], "sh")[0], blocks(text, "sh")[-1]
+    with started(server_command, env={"SLOW_SECONDS": "0.5"}) as server:
+        printed = check_tabs(text, server.port)
+    assert longest(printed["httpx"]) >= 1.4  # three /slow in turn, 0.5 s each
+    with started(gunicorn, env={"SLOW_SECONDS": "0.5"}) as server:
+        assert longest(run_tab("python", tabs(text)["httpx"].code, server.port)) >= 1.4
+
+
+# --- lesson 3 ----------------------------------------------------------------------------------
+
+PAGE_3 = LESSONS / "03-asgi.md"
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["python", "uvicorn"])
+def test_lesson3_run_it(which: int) -> None:
+    text = section(PAGE_3, "Run it")
+    server_command = blocks(text.split("===", 1)[0], "sh")[which]
+    with started(server_command, env={"SLOW_SECONDS": "0.5"}) as server:
+        printed = check_tabs(text, server.port)
+    curl = printed["curl"].split()
+    assert curl[0] == "fast" and sorted(curl) == ["blocking", "fast", "fast", "slow"], curl
+    lines = printed["httpx"].splitlines()
+    assert longest(printed["httpx"]) < 1.4  # side by side, not three in turn
+    assert all(line.startswith("/fast") for line in lines[:15]), lines

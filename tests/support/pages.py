@@ -90,9 +90,9 @@ def started(command: str, env: dict[str, str] | None = None) -> Iterator[ServerP
     """Start the page's server command (one line, port 8000) on a free port."""
     port = free_port()
     argv = shlex.split(localize(command.strip(), port))
-    if "=" in argv[0]:  # a leading VAR=value, as a shell would take it
+    while "=" in argv[0]:  # a leading VAR=value, as a shell takes it; the test's env wins
         name, _, value = argv.pop(0).partition("=")
-        env = {**(env or {}), name: value}
+        env = {name: value, **(env or {})}
     with ServerProcess(argv, port=port, cwd=ROOT, env=env) as server:
         yield server
 

@@ -1,6 +1,6 @@
 """Lesson 1, step 3: parse the header fields.
 
-Run: ``python step3_headers.py 8000``, then ``curl -i http://127.0.0.1:8000/headers``.
+Run: ``.venv/bin/python lessons/code/01-bytes/step3_headers.py 8000``, then ``curl -i http://127.0.0.1:8000/headers``.
 
 The request head is now parsed whole: the request line (step 2) and then one header field per
 line, ``name: value``. ``GET /headers`` answers with the fields the server understood, one per

@@ -1,6 +1,6 @@
 """Lesson 1, step 4: read a request body framed by Content-Length.
 
-Run: ``python step4_body.py 8000``, then
+Run: ``.venv/bin/python lessons/code/01-bytes/step4_body.py 8000``, then
 ``curl -i -H 'Content-Type: application/json' -d '{"id": 1}' http://127.0.0.1:8000/echo``.
 
 After the head, a request may carry a body. HTTP/1.1 frames it in one of two ways: a

@@ -1,6 +1,6 @@
 """Lesson 1, step 5: keep-alive. Many requests, one after another, on one connection.
 
-Run: ``python step5_keepalive.py 8000``, then
+Run: ``.venv/bin/python lessons/code/01-bytes/step5_keepalive.py 8000``, then
 ``curl -v http://127.0.0.1:8000/a http://127.0.0.1:8000/b`` and watch curl say
 "Re-using existing connection".
 
