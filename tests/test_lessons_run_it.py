@@ -97,3 +97,33 @@ def test_lesson3_run_it(which: int) -> None:
     lines = printed["httpx"].splitlines()
     assert longest(printed["httpx"]) < 1.4  # side by side, not three in turn
     assert all(line.startswith("/fast") for line in lines[:15]), lines
+
+
+# --- lesson 4 ----------------------------------------------------------------------------------
+
+PAGE_4 = LESSONS / "04-sans-io.md"
+
+
+@pytest.mark.parametrize("title", ["Step 1: bytes in, events out",
+                                   "The state machine, from h11's tables"])
+def test_lesson4_scripts_print_what_the_page_shows(title: str) -> None:
+    text = section(PAGE_4, title)
+    (command,) = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    same_output(shown, run_tab("sh", command, 0))
+
+
+@pytest.mark.parametrize("title", ["Step 2: h11 on a blocking socket",
+                                   "Step 2b: the loop inside out"])
+def test_lesson4_step_servers(title: str) -> None:
+    text = section(PAGE_4, title)
+    server_command, client = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", client, server.port))
+
+
+def test_lesson4_run_it() -> None:
+    text = section(PAGE_4, "Run it")
+    with started(blocks(text.split("===", 1)[0], "sh")[0]) as server:
+        check_tabs(text, server.port)

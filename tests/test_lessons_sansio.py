@@ -81,6 +81,28 @@ def test_sansio_step2_blocking_server_keeps_alive_and_lets_h11_refuse() -> None:
         assert split(exchange(server, b"GET / HTTP/1.0\r\n\r\n"))[1]["connection"] == "close"
 
 
+def test_sansio_step2b_asyncio_h11_server_keeps_alive_pipelines_and_refuses() -> None:
+    body = SAMPLE_BODY
+    post = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    with step("04-sans-io/step2b_asyncio.py") as server:
+        with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+            for _ in range(2):  # one kept-alive connection
+                answer = client.post("/", content=body)
+                assert answer.json() == {"id": 1, "name": "user", "email": "user@email.com"}
+            assert client.get("/").status_code == 405
+        with connect(server) as sock:  # two requests in one write: answered in order
+            sock.sendall(post + b"GET /missing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            both = read_to_close(sock)
+        assert both.count(b"HTTP/1.1 200 ") == 1 and both.count(b"HTTP/1.1 404 ") == 1
+        assert both.index(b" 200 ") < both.index(b" 404 ")
+        assert split(exchange(server, b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n"))[0] == 400
+        # one connection's slow client holds nobody: a half-sent request, then another client
+        with connect(server) as half:
+            half.sendall(post[:20])
+            answer = httpx.post(server.url + "/", content=body, timeout=TIMEOUT)
+            assert answer.status_code == 200
+
+
 def test_sansio_step3_runs_toy_h11_on_the_user_endpoint() -> None:
     with step("04-sans-io/step3_toy_h11.py") as server:
         answer = httpx.post(server.url + "/", content=SAMPLE_BODY, timeout=TIMEOUT)
