@@ -11,6 +11,7 @@ same way in ``tests/test_lessons_wsgi_server.py`` and ``tests/test_lessons_worke
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -127,3 +128,52 @@ def test_lesson4_run_it() -> None:
     text = section(PAGE_4, "Run it")
     with started(blocks(text.split("===", 1)[0], "sh")[0]) as server:
         check_tabs(text, server.port)
+
+
+# --- lesson 5 ----------------------------------------------------------------------------------
+
+PAGE_5 = LESSONS / "05-speed.md"
+
+
+def test_lesson5_step1_prints_what_the_page_shows() -> None:
+    text = section(PAGE_5, "Step 1: the parser calls you")
+    (command,) = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    same_output(shown, run_tab("sh", command, 0))
+
+
+def test_lesson5_step2_on_either_loop() -> None:
+    text = section(PAGE_5, "Step 2: the same server on two loops")
+    on_asyncio, on_uvloop, curl = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(on_uvloop) as server:
+        same_output(shown, run_tab("sh", curl, server.port))
+    with started(on_asyncio) as server:
+        out = run_tab("sh", curl, server.port)
+    assert "x-loop: asyncio.unix_events._UnixSelectorEventLoop" in out, out
+
+
+def test_lesson5_run_it() -> None:
+    text = section(PAGE_5, "Run it")
+    with started(blocks(text.split("===", 1)[0], "sh")[0]) as server:
+        check_tabs(text, server.port)
+
+
+def test_lesson5_bare_commands() -> None:
+    text = section(PAGE_5, "The bare baseline: the price of correctness")
+    server_command, curl, bench = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", curl, server.port))
+    assert bench.startswith(".venv/bin/bench layers ")
+
+
+def test_lesson5_attribute_count_is_the_codes() -> None:
+    from toyservers.httptools_server import HttpToolsProtocol
+
+    match = re.search(r"the protocol has (\d+) \((\d+) from the shared `HTTPProtocol` base, "
+                      r"(\d+) of its own\)", " ".join(PAGE_5.read_text().split()))
+    assert match, "the sentence counting the protocol's attributes moved: update this test"
+    base = len(HttpToolsProtocol.__mro__[1].__slots__)
+    own = len(HttpToolsProtocol.__slots__)
+    assert tuple(map(int, match.groups())) == (base + own, base, own)
