@@ -11,6 +11,7 @@ same way in ``tests/test_lessons_wsgi_server.py`` and ``tests/test_lessons_worke
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
@@ -177,3 +178,47 @@ def test_lesson5_attribute_count_is_the_codes() -> None:
     base = len(HttpToolsProtocol.__mro__[1].__slots__)
     own = len(HttpToolsProtocol.__slots__)
     assert tuple(map(int, match.groups())) == (base + own, base, own)
+
+
+# --- lesson 6 ----------------------------------------------------------------------------------
+
+PAGE_6 = LESSONS / "06-cost-of-layers.md"
+
+
+def test_lesson6_run_it() -> None:
+    text = section(PAGE_6, "Run it")
+    server_command = [b for b in blocks(text.split("===", 1)[0], "sh")][0]
+    with started(server_command) as server:
+        wrk = tabs(text).pop("wrk")
+        for tab in tabs(text).values():
+            if tab.name != "wrk":
+                same_output(tab.expected or "", run_tab(tab.language, tab.code, server.port))
+        if shutil.which("wrk") is not None:
+            assert "Requests/sec" in run_tab("sh", wrk.code, server.port)
+
+
+def test_the_largest_steps_in_us_added_are_what_lesson_6_says() -> None:
+    rows = json.loads((LESSONS / "results" / "layers" / "results.json").read_text())["rows"]
+    added = {(row["layer"], row["server"]): row["us_added"] for row in rows}
+    asgi = added[("asgi", "bare")] + added[("asgi", "uvicorn")]  # asyncio to uvicorn
+    fastapi, starlette = added[("fastapi", "uvicorn")], added[("starlette", "uvicorn")]
+    # the stack of layers, not the other servers compared beside its asgi row
+    stack = [v for (layer, server), v in added.items() if server in ("bare", "uvicorn")]
+    assert fastapi == max(v for v in stack if v is not None)
+    assert fastapi > starlette > asgi
+    assert added[("asgi", "bare")] < starlette  # the first interface, cheap in µs
+
+
+# --- every page: bench commands name options that exist ----------------------------------------
+
+
+def test_every_bench_command_on_pages_1_to_8_parses() -> None:
+    commands = []
+    for page in sorted(LESSONS.glob("0[1-8]-*.md")):
+        for block in blocks(page.read_text(), "sh"):
+            joined = block.replace("\\\n", " ")
+            commands += [line for line in joined.splitlines() if "bin/bench " in line]
+    assert len(commands) >= 6, commands
+    for command in commands:
+        assert command.startswith(".venv/bin/bench "), command
+        run_tab("sh", command.split("#")[0] + " --help", 0)  # unknown options exit 2
