@@ -9,6 +9,7 @@ report failing tests, not crash in collection).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,20 @@ def test_starter_fails_with_failing_tests(directory: Path) -> None:
     result = run_exercise(directory, "starter")
     assert result.returncode == 1, result.stdout + result.stderr  # 1: tests ran and failed
     assert "NotImplementedError" in result.stdout, "the failures should point at the gap"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_exercise_prints_one_line_per_failing_check() -> None:
+    # the command `make exercise N=1` runs, as make would run it (`make -n` only prints it)
+    planned = subprocess.run(["make", "-n", "exercise", "N=1"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60, check=True).stdout.strip().splitlines()[-1]
+    assert planned.startswith(".venv/bin/python -m pytest"), planned
+    command = planned.replace(".venv/bin/python", sys.executable, 1)
+    result = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "EXERCISE_IMPL": "starter"})
+    lines = result.stdout.splitlines()
+    failing = [line for line in lines if ": " in line and line.startswith("test_")]
+    assert result.returncode == 1 and len(failing) >= 10, result.stdout
+    assert len(lines) <= len(failing) + 5, result.stdout  # no tracebacks around them
+    assert ("test_two_chunks: NotImplementedError: exercise 1: decode the chunked body in "
+            "read_chunked()") in lines

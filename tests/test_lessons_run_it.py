@@ -222,3 +222,12 @@ def test_every_bench_command_on_pages_1_to_8_parses() -> None:
     for command in commands:
         assert command.startswith(".venv/bin/bench "), command
         run_tab("sh", command.split("#")[0] + " --help", 0)  # unknown options exit 2
+
+
+def test_index_commands() -> None:
+    text = section(LESSONS / "index.md", "How to run the code")
+    setup, make, server_command, curl = blocks(text, "sh")
+    assert setup.split()[:2] == ["make", "venv"]
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", curl, server.port))
