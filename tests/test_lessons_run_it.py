@@ -13,11 +13,21 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 
 import pytest
 
-from tests.support.pages import blocks, run_tab, same_output, section, started, tabs
+from tests.support.pages import (
+    ROOT,
+    blocks,
+    changed_lines,
+    run_tab,
+    same_output,
+    section,
+    started,
+    tabs,
+)
 from tests.test_lessons import LESSONS
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
@@ -154,6 +164,20 @@ def test_lesson5_step2_on_either_loop() -> None:
     assert "x-loop: asyncio.unix_events._UnixSelectorEventLoop" in out, out
 
 
+def test_lesson5_step2b_commands_and_highlights() -> None:
+    text = section(PAGE_5, "Step 2b: lesson 4's server on llhttp")
+    server_command, client = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", client, server.port))
+    match = re.search(r'title="lessons/code/05-speed/step2b_asgi.py" linenums="1" '
+                      r'hl_lines="([^"]*)"', text)
+    assert match, "the step 2b listing lost its highlights"
+    code = ROOT / "lessons" / "code"
+    assert match.group(1) == changed_lines(code / "04-sans-io" / "step2b_asyncio.py",
+                                           code / "05-speed" / "step2b_asgi.py")
+
+
 def test_lesson5_run_it() -> None:
     text = section(PAGE_5, "Run it")
     with started(blocks(text.split("===", 1)[0], "sh")[0]) as server:
@@ -213,6 +237,10 @@ def test_the_largest_steps_in_us_added_are_what_lesson_6_says() -> None:
 
 
 def test_every_bench_command_on_pages_1_to_8_parses() -> None:
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
     commands = []
     for page in sorted(LESSONS.glob("0[1-8]-*.md")):
         for block in blocks(page.read_text(), "sh"):
@@ -221,7 +249,9 @@ def test_every_bench_command_on_pages_1_to_8_parses() -> None:
     assert len(commands) >= 6, commands
     for command in commands:
         assert command.startswith(".venv/bin/bench "), command
-        run_tab("sh", command.split("#")[0] + " --help", 0)  # unknown options exit 2
+        argv = shlex.split(command.split("#")[0])[1:]
+        result = CliRunner().invoke(app, [*argv, "--help"])  # an unknown option exits 2
+        assert result.exit_code == 0, (command, result.output)
 
 
 def test_index_commands() -> None:

@@ -11,12 +11,16 @@ becomes the directory of the interpreter running the tests, and ``8000`` a free 
   expected-output block (```` ```text ````) that follows it, if any.
 - ``started``: a page's one-line server command, running on a free port.
 - ``run_tab``: a shell or Python block run to completion; its standard output.
+- ``changed_lines``: the ``hl_lines`` a page must give a step listing that is an earlier step
+  changed, so that the highlighted lines are the ones that differ, however the files change.
 - ``same_output``: a page's expected output against what the command printed, with the
   parts that change from run to run (``Date`` values, curl's version) made equal.
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
 import re
 import shlex
 import subprocess
@@ -125,3 +129,28 @@ def same_output(expected: str, printed: str) -> None:
     """Assert the page's expected output is what the command printed (see ``normalize``)."""
     assert normalize(printed) == normalize(expected), (
         f"the page shows:\n{expected}\nthe command printed:\n{printed}")
+
+
+def changed_lines(old: Path, new: Path) -> str:
+    """The lines of code in ``new`` that differ from ``old``, as an ``hl_lines`` value
+    (``"3 7-9"``, 1-based, numbered as the page shows the file: pymdownx.snippets drops the
+    section-marker lines): replaced or inserted lines, compared without indentation, not
+    counting blank lines or the module docstring (which always differs)."""
+    def shown(path: Path) -> list[str]:  # as the page shows it: snippets drops section markers
+        return [line for line in path.read_text().splitlines()
+                if not re.fullmatch(r"\s*# --8<-- \[(start|end):\w+\]\s*", line)]
+
+    before = [line.strip() for line in shown(old)]
+    after = shown(new)
+    docstring_end = ast.parse(new.read_text()).body[0].end_lineno or 0  # before any marker
+    matcher = difflib.SequenceMatcher(None, before, [line.strip() for line in after],
+                                      autojunk=False)
+    numbers = [j + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag != "equal"
+               for j in range(j1, j2) if j + 1 > docstring_end and after[j].strip()]
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return " ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
