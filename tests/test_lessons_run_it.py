@@ -261,3 +261,21 @@ def test_index_commands() -> None:
     (shown,) = blocks(text, "text")
     with started(server_command) as server:
         same_output(shown, run_tab("sh", curl, server.port))
+
+
+# --- every page: highlighted changes are the changes -------------------------------------------
+
+WHOLE_STEP = re.compile(
+    r'the lines changed from `(?P<base>[\w.]+)` highlighted"\n\n'
+    r' *```python linenums="1" hl_lines="(?P<lines>[^"]*)"\n *--8<-- "(?P<file>[^"]+)"')
+
+
+def test_highlighted_lines_are_the_lines_that_changed_from_the_step_before() -> None:
+    found = 0
+    for page in sorted(LESSONS.glob("*.md")):
+        for match in WHOLE_STEP.finditer(page.read_text()):
+            new = ROOT / match["file"]
+            expected = changed_lines(new.with_name(match["base"]), new)
+            assert match["lines"] == expected, f"{page.name}: {new.name}: hl_lines={expected!r}"
+            found += 1
+    assert found >= 5
