@@ -279,3 +279,12 @@ def test_highlighted_lines_are_the_lines_that_changed_from_the_step_before() -> 
             assert match["lines"] == expected, f"{page.name}: {new.name}: hl_lines={expected!r}"
             found += 1
     assert found >= 5
+
+
+def test_lesson3_exercise_demo_commands() -> None:
+    server_command, curl = blocks(section(PAGE_3, "Exercises"), "sh")
+    with started(server_command) as server:
+        status, timing = run_tab("sh", curl, server.port).splitlines()
+    assert status == "200"
+    match = re.fullmatch(r"server-timing: app;dur=(\d+(\.\d+)?)", timing.strip())
+    assert match and float(match.group(1)) >= 120, timing
