@@ -15,6 +15,7 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
 
 import pytest
 
@@ -22,6 +23,7 @@ from tests.support.pages import (
     ROOT,
     blocks,
     changed_lines,
+    localize,
     run_tab,
     same_output,
     section,
@@ -49,11 +51,16 @@ PAGE_1 = LESSONS / "01-bytes-on-a-socket.md"
 
 
 def test_lesson1_step0a_commands() -> None:
-    server_command, client, _silent = blocks(section(PAGE_1, "Step 0a: one client at a time"),
-                                             "sh")
+    server_command, client, silent = blocks(section(PAGE_1, "Step 0a: one client at a time"),
+                                            "sh")
     (shown,) = blocks(section(PAGE_1, "Step 0a: one client at a time"), "text")
     with started(server_command) as server:
         same_output(shown, run_tab("sh", client, server.port))
+        # the silent client connects, waits for Enter (given at once here), and leaves
+        left = subprocess.run(["bash", "-c", localize(silent, server.port)], cwd=ROOT,
+                              input="\n", capture_output=True, text=True, timeout=30)
+        assert left.returncode == 0 and "connected" in left.stdout, left.stderr
+        same_output(shown, run_tab("sh", client, server.port))  # served again once it left
 
 
 def test_lesson1_step1_curl_command() -> None:
