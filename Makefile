@@ -50,9 +50,11 @@ docs: $(STAMP)
 serve-docs: $(STAMP)
 	$(VENV)/bin/mkdocs serve -a 127.0.0.1:8001
 
+# One line per failing check, with its hint (lessons/exercises/conftest.py), no tracebacks.
+exercise: export PYTEST_ADDOPTS := --tb=no -rN
 exercise: $(STAMP)
 	@[ -n "$(N)" ] || { echo "usage: make exercise N=<lesson number>" >&2; exit 2; }
-	$(PY) -m pytest -q --tb=no -rN lessons/exercises/$$(printf %02d $$(echo $(N) | sed 's/^0*//'))-* -p no:cacheprovider
+	$(PY) -m pytest -q lessons/exercises/$$(printf %02d $$(echo $(N) | sed 's/^0*//'))-* -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) build *.egg-info site .pytest_cache .mypy_cache .ruff_cache
