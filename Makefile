@@ -64,6 +64,8 @@ docs: $(STAMP)
 serve-docs: $(STAMP)
 	$(VENV)/bin/mkdocs serve -a 127.0.0.1:8001
 
+# One line per failing check, with its hint (lessons/exercises/conftest.py), no tracebacks.
+exercise: export PYTEST_ADDOPTS := --tb=no -rN
 exercise: $(STAMP)
 	@[ -n "$(N)" ] || { echo "usage: make exercise N=<lesson number, e.g. 1 or 3b>" >&2; exit 2; }
 	$(PY) -m pytest -q lessons/exercises/$$(echo $(N) | sed -E 's/^0*([0-9])/0\1/; s/^0([0-9]{2})/\1/')-* -p no:cacheprovider

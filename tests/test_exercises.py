@@ -49,3 +49,21 @@ def test_starter_fails_with_failing_tests(directory: Path) -> None:
     result = run_exercise(directory, "starter")
     assert result.returncode == 1, result.stdout + result.stderr  # 1: tests ran and failed
     assert "NotImplementedError" in result.stdout, "the failures should point at the gap"
+
+
+def test_make_exercise_prints_one_line_per_failing_check() -> None:
+    # what `make exercise N=1` runs: its pytest options come from the Makefile's
+    # PYTEST_ADDOPTS for that target, read here instead of running make (which would build
+    # .venv first)
+    makefile = (ROOT / "Makefile").read_text()
+    addopts = makefile.split("exercise: export PYTEST_ADDOPTS := ", 1)[1].splitlines()[0]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", str(ROOT / "lessons/exercises/01-bytes"),
+         "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "EXERCISE_IMPL": "starter", "PYTEST_ADDOPTS": addopts})
+    lines = result.stdout.splitlines()
+    failing = [line for line in lines if ": " in line and line.startswith("test_")]
+    assert result.returncode == 1 and len(failing) >= 10, result.stdout
+    assert len(lines) <= len(failing) + 5, result.stdout  # no tracebacks around them
+    assert ("test_two_chunks: NotImplementedError: exercise 1: decode the chunked body in "
+            "read_chunked()") in lines

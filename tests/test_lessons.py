@@ -130,6 +130,64 @@ def slow_state_when_fast_is_done(server: ServerProcess) -> str:
 # --- lesson 1: bytes on a socket -----------------------------------------------------------
 
 
+def echo_round_trip(sock: socket.socket, data: bytes) -> None:
+    """Send ``data`` and read until the same bytes came back."""
+    sock.sendall(data)
+    received = b""
+    while len(received) < len(data):
+        chunk = sock.recv(65536)
+        assert chunk, "the echo server closed early"
+        received += chunk
+    assert received == data
+
+
+def second_client_waits_for_the_first(server: ServerProcess) -> None:
+    """Client A connects and is echoed once (the server is now inside A's ``recv`` loop) and
+    stays connected; client B connects and sends ``b"B"``; A makes a second round trip. Check
+    that B has no answer yet, and gets it once A closes.
+
+    No timing: a one-connection-at-a-time server is still in A's loop when A's second round
+    trip completes, so it has not even accepted B; nothing can be in B's socket buffer.
+    """
+    with connect(server) as first, connect(server) as second:
+        echo_round_trip(first, b"A1")
+        second.sendall(b"B")
+        for i in range(2, 12):  # B's bytes were sent before all these (a concurrent server
+            echo_round_trip(first, b"A%d" % i)  # would have echoed them by now, mostly)
+        second.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            second.recv(65536)  # nothing for B: the server has not accepted it
+        second.settimeout(TIMEOUT)
+        first.close()  # A leaves: the server accepts B at last
+        assert second.recv(65536) == b"B"
+
+
+def second_client_is_served_while_the_first_stays(server: ServerProcess) -> None:
+    """Client A connects, is echoed once and stays connected; client B is echoed all the
+    same (a blocking server would leave B's read to time out)."""
+    with connect(server) as first, connect(server) as second:
+        echo_round_trip(first, b"A1")
+        echo_round_trip(second, b"B")
+        echo_round_trip(first, b"A2")
+
+
+def test_step0a_echoes_and_one_idle_client_holds_the_next() -> None:
+    with step("01-bytes/step0a_blocking.py") as server:
+        with connect(server) as sock:
+            echo_round_trip(sock, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        second_client_waits_for_the_first(server)
+
+
+def test_step0b_threads_serve_the_next_client_while_one_stays() -> None:
+    with step("01-bytes/step0b_threads.py") as server:
+        second_client_is_served_while_the_first_stays(server)
+
+
+def test_step1_event_loop_serves_the_next_client_while_one_stays() -> None:
+    with step("01-bytes/step1_echo.py") as server:
+        second_client_is_served_while_the_first_stays(server)
+
+
 def test_step1_echoes_the_bytes_back() -> None:
     with step("01-bytes/step1_echo.py") as server, connect(server) as sock:
         for data in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"\x00\xffnot http at all"):
@@ -167,7 +225,8 @@ def test_step3_parses_the_header_fields() -> None:
                     b"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n  folded\r\n\r\n",
                     b"GET / HTTP/1.1\r\nNo-Colon\r\nHost: x\r\n\r\n",
                     b"GET / HTTP/1.1\r\n\r\n",  # HTTP/1.1 without Host
-                    b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"):
+                    b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+                    b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n"):  # §3.2: any request
             assert split(exchange(server, bad))[0] == 400, bad
         assert split(exchange(server, b"GET / HTTP/1.0\r\n\r\n"))[0] == 200
         huge = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 10_000 + b"\r\n\r\n"
@@ -258,6 +317,17 @@ def test_wsgi_step3_blocking_server_serves_slow_before_fast() -> None:
         assert answer.headers["connection"] == "close"
         # one connection at a time: /fast, sent while /slow sleeps, completes after it
         assert slow_state_when_fast_is_done(server) == "complete"
+
+
+def test_wsgi_step3_an_app_error_is_a_500_and_the_server_keeps_serving() -> None:
+    with step("02-wsgi/step3_blocking.py") as server:
+        for _ in range(2):
+            answer = exchange(server, b"GET /error HTTP/1.1\r\nHost: x\r\n\r\n")
+            status, headers, body = split(answer)
+            assert (status, headers["connection"], body) == (500, "close",
+                                                             b"Internal Server Error\n")
+            assert httpx.get(f"{server.url}/fast", timeout=TIMEOUT).text == "fast\n"
+        wait_for_log(server, "RuntimeError: a bug in the app")
 
 
 # --- lesson 3: ASGI --------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import subprocess
 import sys
@@ -79,6 +80,28 @@ def test_sansio_step2_blocking_server_keeps_alive_and_lets_h11_refuse() -> None:
         status, headers, _ = split(exchange(server, b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n"))
         assert status == 400
         assert split(exchange(server, b"GET / HTTP/1.0\r\n\r\n"))[1]["connection"] == "close"
+
+
+def test_sansio_step2b_asyncio_h11_server_keeps_alive_pipelines_and_refuses() -> None:
+    body = SAMPLE_BODY
+    post = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    with step("04-sans-io/step2b_asyncio.py") as server:
+        with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+            for _ in range(2):  # one kept-alive connection
+                answer = client.post("/", content=body)
+                assert answer.json() == {"id": 1, "name": "user", "email": "user@email.com"}
+            assert client.get("/").status_code == 405
+        with connect(server) as sock:  # two requests in one write: answered in order
+            sock.sendall(post + b"GET /missing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            both = read_to_close(sock)
+        assert both.count(b"HTTP/1.1 200 ") == 1 and both.count(b"HTTP/1.1 404 ") == 1
+        assert both.index(b" 200 ") < both.index(b" 404 ")
+        assert split(exchange(server, b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n"))[0] == 400
+        # one connection's slow client holds nobody: a half-sent request, then another client
+        with connect(server) as half:
+            half.sendall(post[:20])
+            answer = httpx.post(server.url + "/", content=body, timeout=TIMEOUT)
+            assert answer.status_code == 200
 
 
 def test_sansio_step3_runs_toy_h11_on_the_user_endpoint() -> None:
@@ -183,3 +206,56 @@ def test_speed_step3_runs_toy_httptools_on_the_user_endpoint(loop: str) -> None:
         assert answer.status_code == 200
         assert answer.json() == {"id": 1, "name": "user", "email": "user@email.com"}
         assert httpx.get(server.url + "/nope", timeout=TIMEOUT).status_code == 404
+
+
+def test_speed_step2b_httptools_asgi_server_keeps_alive_pipelines_and_refuses() -> None:
+    body = SAMPLE_BODY
+    post = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    with step("05-speed/step2b_asgi.py") as server:
+        with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+            for _ in range(2):  # one kept-alive connection
+                answer = client.post("/", content=body)
+                assert answer.json() == {"id": 1, "name": "user", "email": "user@email.com"}
+            assert client.get("/").status_code == 405
+            streamed = client.post("/", content=iter([body[:10], body[10:]]))  # chunked
+            assert streamed.status_code == 200
+        with connect(server) as sock:  # three requests in one write: answered in order
+            sock.sendall(post + post + b"GET /missing HTTP/1.1\r\nHost: x\r\n"
+                                       b"Connection: close\r\n\r\n")
+            answers = read_to_close(sock)
+        assert answers.count(b"HTTP/1.1 200 OK") == 2 and answers.count(b"HTTP/1.1 404 ") == 1
+        assert answers.rindex(b" 200 ") < answers.index(b" 404 ")
+        assert answers.endswith(b'{"error": "not found"}')
+        assert split(exchange(server, b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n"))[0] == 400
+        with connect(server) as half:  # a half-sent request holds nobody
+            half.sendall(post[:20])
+            assert httpx.post(server.url + "/", content=body, timeout=TIMEOUT).status_code == 200
+
+
+def test_speed_step2b_frames_a_body_without_content_length_as_chunks() -> None:
+    path = CODE / "05-speed" / "step2b_asgi.py"
+    spec = importlib.util.spec_from_file_location("lesson5_step2b", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ab", "more_body": True})
+        await send({"type": "http.response.body", "body": b"cd"})
+
+    async def main() -> bytes:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: module.HttpToolsProtocol(app), "127.0.0.1", 0)
+        async with server:
+            port = server.sockets[0].getsockname()[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = await asyncio.wait_for(reader.read(), TIMEOUT)
+            writer.close()
+            return answer
+
+    answer = asyncio.run(main())
+    assert answer == (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n"
+                      b"\r\n2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n")

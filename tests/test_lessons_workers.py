@@ -7,7 +7,7 @@ page's "Run it" server command runs as printed.
 - Nothing waits with a sleep: each check polls the process table or the socket with a
   deadline, and a request sent while no worker accepts waits in the master's backlog.
 - The toyserve command is cut out of ``lessons/08-workers.md`` and run with the port and
-  ``.venv/bin/`` swapped for this test's (``tests.test_lessons_wsgi_server.started``).
+  ``.venv/bin/`` swapped for this test's (``tests.support.pages.started``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import psutil
 import pytest
 
 from bench.process import ServerProcess
+from tests.support.pages import blocks, run_tab, started
 from tests.test_lessons import LESSONS, TIMEOUT, step
-from tests.test_lessons_wsgi_server import blocks, run_tab, started
 
 PAGE = LESSONS / "08-workers.md"
 STEPS = "08-workers"

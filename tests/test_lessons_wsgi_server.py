@@ -10,26 +10,23 @@
   ``tests.test_lessons.slow_state_when_fast_is_done``).
 - The commands of the page's "Run it" section, and the toy-wsgi command, are cut out of
   ``lessons/07-wsgi-server.md`` and run with the port and ``.venv/bin/`` swapped for this
-  test's: the page cannot print a command that no longer works.
+  test's (``tests.support.pages``): the page cannot print a command that no longer works.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import shlex
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from pathlib import Path
+from contextlib import ExitStack
 
 import httpx
 import pytest
 
 from apps.user import SAMPLE_BODY
-from bench.process import ServerProcess, free_port
+from bench.process import ServerProcess
+from tests.support import pages
+from tests.support.pages import blocks, run_tab, started
 from tests.test_lessons import (
     LESSONS,
     ROOT,
@@ -45,7 +42,6 @@ from tests.test_lessons import (
 
 PAGE = LESSONS / "07-wsgi-server.md"
 STEPS = "07-wsgi-server"
-BIN = Path(sys.executable).parent  # what .venv/bin/ is in a fresh clone
 
 
 def idle_state_when_new_client_is_answered(server: ServerProcess, idle: int) -> str:
@@ -220,41 +216,8 @@ def test_step5_adapter_streams_and_closes_the_result() -> None:
 
 
 def section(title: str) -> str:
-    """The text of the page's ``## <title>`` section (to the next one, or the end)."""
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", PAGE.read_text(),
-                      re.S | re.M)
-    assert match, f"no '## {title}' section in {PAGE.name}"
-    return match.group(1)
-
-
-def blocks(text: str, language: str) -> list[str]:
-    """The fenced code blocks of ``language`` in ``text``, de-indented (tabs indent them)."""
-    found = []
-    for indent, body in re.findall(rf"^( *)```{language}\n(.*?)^\1```", text, re.S | re.M):
-        found.append("".join(line[len(indent):] for line in body.splitlines(keepends=True)))
-    return found
-
-
-def localize(command: str, port: int) -> str:
-    """The command as a fresh clone would run it, on this test's port and interpreter."""
-    return command.replace(".venv/bin/", f"{BIN}/").replace("8000", str(port))
-
-
-@contextmanager
-def started(command: str, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
-    """Start the page's server command (one line, port 8000) on a free port."""
-    port = free_port()
-    argv = shlex.split(localize(command.strip(), port))
-    with ServerProcess(argv, port=port, cwd=ROOT, env=env) as server:
-        yield server
-
-
-def run_tab(language: str, code: str, port: int) -> str:
-    argv = ["bash", "-e", "-c"] if language == "sh" else [sys.executable, "-c"]
-    result = subprocess.run([*argv, localize(code, port)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
+    """The text of this page's ``## <title>`` section."""
+    return pages.section(PAGE, title)
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")

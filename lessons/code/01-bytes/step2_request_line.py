@@ -1,6 +1,6 @@
 """Lesson 1, step 2: parse the request line and answer with a real HTTP response.
 
-Run: ``python step2_request_line.py 8000``, then ``curl -i http://127.0.0.1:8000/hello``.
+Run: ``.venv/bin/python lessons/code/01-bytes/step2_request_line.py 8000``, then ``curl -i http://127.0.0.1:8000/hello``.
 
 The server reads the request head (everything up to the blank line), splits the first line
 into method, target and version, and answers ``200 OK`` with a short text body, or

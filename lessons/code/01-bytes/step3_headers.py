@@ -1,6 +1,6 @@
 """Lesson 1, step 3: parse the header fields.
 
-Run: ``python step3_headers.py 8000``, then ``curl -i http://127.0.0.1:8000/headers``.
+Run: ``.venv/bin/python lessons/code/01-bytes/step3_headers.py 8000``, then ``curl -i http://127.0.0.1:8000/headers``.
 
 The request head is now parsed whole: the request line (step 2) and then one header field per
 line, ``name: value``. ``GET /headers`` answers with the fields the server understood, one per
@@ -62,8 +62,8 @@ def parse_head(head: bytes) -> Request:
 
     RFC 9112 §5: field-line = field-name ":" OWS field-value OWS. No whitespace is allowed
     between the name and the colon (§5.1: answer 400); a line starting with whitespace is an
-    obsolete folded continuation, which we reject (§5.2 allows it). HTTP/1.1 requests must
-    carry exactly one Host field (§3.2).
+    obsolete folded continuation, which we reject (§5.2 allows it). No request may carry more
+    than one Host field, and an HTTP/1.1 request must carry one (§3.2: answer 400).
 
     Raises:
         BadRequest: any of the above.
@@ -78,8 +78,8 @@ def parse_head(head: bytes) -> Request:
         headers.append((name.decode("latin-1").lower(), value.strip(b" \t").decode("latin-1")))
     request = Request(method, target, version, headers)
     hosts = [value for key, value in headers if key == "host"]
-    if version == "HTTP/1.1" and len(hosts) != 1:
-        raise BadRequest("HTTP/1.1 needs exactly one Host field")
+    if len(hosts) > 1 or (version == "HTTP/1.1" and not hosts):  # RFC 9112 §3.2
+        raise BadRequest("more than one Host field, or none in an HTTP/1.1 request")
     return request
 # --8<-- [end:headers]
 

@@ -1,6 +1,6 @@
 """Lesson 1, step 4: read a request body framed by Content-Length.
 
-Run: ``python step4_body.py 8000``, then
+Run: ``.venv/bin/python lessons/code/01-bytes/step4_body.py 8000``, then
 ``curl -i -H 'Content-Type: application/json' -d '{"id": 1}' http://127.0.0.1:8000/echo``.
 
 After the head, a request may carry a body. HTTP/1.1 frames it in one of two ways: a
@@ -76,7 +76,8 @@ def parse_head(head: bytes) -> Request:
     """Parse a request head into a ``Request`` with an empty body (RFC 9112 §2.2, §3.2, §5).
 
     Raises:
-        BadRequest: a malformed request line or field line, or a missing Host in HTTP/1.1.
+        BadRequest: a malformed request line or field line, a repeated Host, or none
+            in HTTP/1.1.
     """
     request_line, *field_lines = head.rstrip(b"\r\n").split(b"\r\n")
     method, target, version = parse_request_line(request_line)
@@ -87,8 +88,8 @@ def parse_head(head: bytes) -> Request:
             raise BadRequest(f"malformed field line {line!r}")
         headers.append((name.decode("latin-1").lower(), value.strip(b" \t").decode("latin-1")))
     hosts = [value for key, value in headers if key == "host"]
-    if version == "HTTP/1.1" and len(hosts) != 1:
-        raise BadRequest("HTTP/1.1 needs exactly one Host field")
+    if len(hosts) > 1 or (version == "HTTP/1.1" and not hosts):  # RFC 9112 §3.2
+        raise BadRequest("more than one Host field, or none in an HTTP/1.1 request")
     return Request(method, target, version, headers)
 
 

@@ -1,6 +1,6 @@
 """Lesson 1, step 5: keep-alive. Many requests, one after another, on one connection.
 
-Run: ``python step5_keepalive.py 8000``, then
+Run: ``.venv/bin/python lessons/code/01-bytes/step5_keepalive.py 8000``, then
 ``curl -v http://127.0.0.1:8000/a http://127.0.0.1:8000/b`` and watch curl say
 "Re-using existing connection".
 
@@ -12,7 +12,7 @@ requests (sent before the previous answer arrived) are answered in order for fre
 
 Deliberately left out: chunked bodies (501), ``Expect: 100-continue``, timeouts on slow heads
 and bodies, a limit on connections, graceful shutdown, and any interface to an application
-framework: the app is a plain function. Lessons 3 and 4 add the interface.
+framework: the app is a plain function. Lessons 2 and 3 add the interface.
 Spec: RFC 9112 §9.3 (persistence), §9.6 (tear-down, ``Connection: close``), §9.3.2
 (pipelining: responses in the order of the requests).
 """
@@ -84,7 +84,8 @@ def parse_head(head: bytes) -> Request:
     """Parse a request head into a ``Request`` with an empty body (RFC 9112 §2.2, §3.2, §5).
 
     Raises:
-        BadRequest: a malformed request line or field line, or a missing Host in HTTP/1.1.
+        BadRequest: a malformed request line or field line, a repeated Host, or none
+            in HTTP/1.1.
     """
     request_line, *field_lines = head.rstrip(b"\r\n").split(b"\r\n")
     method, target, version = parse_request_line(request_line)
@@ -95,8 +96,8 @@ def parse_head(head: bytes) -> Request:
             raise BadRequest(f"malformed field line {line!r}")
         headers.append((name.decode("latin-1").lower(), value.strip(b" \t").decode("latin-1")))
     hosts = [value for key, value in headers if key == "host"]
-    if version == "HTTP/1.1" and len(hosts) != 1:
-        raise BadRequest("HTTP/1.1 needs exactly one Host field")
+    if len(hosts) > 1 or (version == "HTTP/1.1" and not hosts):  # RFC 9112 §3.2
+        raise BadRequest("more than one Host field, or none in an HTTP/1.1 request")
     return Request(method, target, version, headers)
 
 

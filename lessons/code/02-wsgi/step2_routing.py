@@ -1,6 +1,6 @@
 """Lesson 2, step 2: routing and middleware, as plain WSGI callables.
 
-Run: ``python step2_routing.py 8000``, then ``curl -i http://127.0.0.1:8000/users/7`` and
+Run: ``.venv/bin/python lessons/code/02-wsgi/step2_routing.py 8000``, then ``curl -i http://127.0.0.1:8000/users/7`` and
 ``curl -i -X DELETE http://127.0.0.1:8000/``.
 
 A router is a WSGI app that picks another WSGI app by path and method; a middleware is a

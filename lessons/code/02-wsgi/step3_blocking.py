@@ -1,6 +1,6 @@
 """Lesson 2, step 3: a tiny blocking WSGI server, and a slow request that holds a fast one back.
 
-Run: ``python step3_blocking.py 8000``, then in two terminals, within five seconds:
+Run: ``.venv/bin/python lessons/code/02-wsgi/step3_blocking.py 8000``, then in two terminals, within ``SLOW_SECONDS``:
 ``curl http://127.0.0.1:8000/slow`` and ``curl http://127.0.0.1:8000/fast``. The fast one
 waits for the slow one: this server handles one connection at a time, and ``/slow`` holds
 the only thread in ``time.sleep`` for ``SLOW_SECONDS`` (env var, default 5).
@@ -10,7 +10,7 @@ request into ``environ``, give the app a ``start_response``, write the status li
 before the first body bytes, then every item of the body iterable, then call its ``close()``.
 Gunicorn's sync worker has this same shape and runs several copies of it in worker processes;
 that is what ``--workers 4`` buys, and why 4 workers finish 3 slow + 15 fast requests in one
-slow period where 1 worker needs three (experiment 3).
+slow period where 1 worker needs three.
 
 Deliberately left out: keep-alive (every response closes), request bodies other than by
 Content-Length, ``wsgi.errors`` beyond stderr, ``write()`` callables (it raises), timeouts on
@@ -26,6 +26,7 @@ import os
 import socket
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from email.utils import formatdate
 from typing import Any
@@ -41,10 +42,13 @@ MAX_LINE = 8192
 
 # --8<-- [start:app]
 def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-    """``/slow`` blocks its thread for ``SLOW_SECONDS``; ``/fast`` answers at once."""
+    """``/slow`` blocks its thread for ``SLOW_SECONDS``; ``/error`` raises; the rest
+    answers at once."""
     if environ["PATH_INFO"] == "/slow":
         time.sleep(SLOW_SECONDS)  # stands for a slow database query or an API call
         body = b"slow\n"
+    elif environ["PATH_INFO"] == "/error":
+        raise RuntimeError("a bug in the app")  # the server answers 500 and keeps serving
     else:
         body = b"fast\n"
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
@@ -89,13 +93,23 @@ def read_environ(rfile: io.BufferedReader, port: int) -> WSGIEnvironment:
 # --8<-- [end:environ]
 
 
+INTERNAL_ERROR = (b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n"
+                  b"Content-Length: 22\r\nConnection: close\r\n\r\nInternal Server Error\n")
+"""What the client gets when the app fails before its response has started."""
+
+
 # --8<-- [start:run_app]
 def run_app(app: WSGIApplication, environ: WSGIEnvironment, conn: socket.socket) -> None:
     """Call the app and write its response: head before the first non-empty body chunk.
 
     PEP 3333: the server must not send the headers until the first non-empty byte string is
     yielded (or the iterable is exhausted), and must call ``close()`` on the iterable if it
-    has one, whatever happens.
+    has one, whatever happens. An app that raises, or never calls ``start_response``, gets a
+    500 if nothing was sent yet (as wsgiref's ``handle_error`` does).
+
+    Raises:
+        Exception: whatever the app raised after the head was sent: too late for a 500, the
+            caller drops the connection.
     """
     started: list[tuple[str, list[tuple[str, str]]]] = []
     head_sent = False
@@ -115,18 +129,25 @@ def run_app(app: WSGIApplication, environ: WSGIEnvironment, conn: socket.socket)
                  *(f"{name}: {value}" for name, value in headers), "Connection: close"]
         conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
 
-    result = app(environ, start_response)
     try:
-        for chunk in result:
-            if chunk and not head_sent:
+        result = app(environ, start_response)
+        try:
+            for chunk in result:
+                if chunk and not head_sent:
+                    send_head()
+                    head_sent = True
+                conn.sendall(chunk)
+            if not head_sent:
                 send_head()
                 head_sent = True
-            conn.sendall(chunk)
-        if not head_sent:
-            send_head()
-    finally:
-        if hasattr(result, "close"):
-            result.close()
+        finally:
+            if hasattr(result, "close"):
+                result.close()
+    except Exception:
+        if head_sent:
+            raise  # the status line is out: all the server can do is drop the connection
+        traceback.print_exc()  # to stderr, where a real server logs it
+        conn.sendall(INTERNAL_ERROR)
 # --8<-- [end:run_app]
 
 
@@ -147,7 +168,7 @@ def serve(app: WSGIApplication, port: int) -> None:
                     run_app(app, read_environ(rfile, port), conn)
                 except EOFError:
                     pass
-                except (OSError, ValueError) as exc:
+                except Exception as exc:  # a bad request, a client gone, a late app error
                     print(f"dropped a connection: {exc!r}", file=sys.stderr, flush=True)
 # --8<-- [end:serve]
 

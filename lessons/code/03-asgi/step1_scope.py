@@ -1,6 +1,6 @@
 """Lesson 3, step 1: an ASGI application: scope, receive, send.
 
-Run: ``python step1_scope.py 8000`` (it starts uvicorn), or
+Run: ``.venv/bin/python lessons/code/03-asgi/step1_scope.py 8000`` (it starts uvicorn), or
 ``uvicorn --app-dir lessons/code/03-asgi step1_scope:app --port 8000``; then
 ``curl -i -d 'hello' 'http://127.0.0.1:8000/some/path?x=1'``.
 

@@ -1,6 +1,6 @@
 """Lesson 3, step 2: routing and middleware, as plain ASGI callables.
 
-Run: ``python step2_routing.py 8000``, then ``curl -i http://127.0.0.1:8000/users/7``.
+Run: ``.venv/bin/python lessons/code/03-asgi/step2_routing.py 8000``, then ``curl -i http://127.0.0.1:8000/users/7``.
 
 The same two ideas as lesson 2, step 2, in ASGI. A router is an ASGI app that picks another by
 ``scope["path"]`` and ``scope["method"]``; a middleware is a callable that takes an ASGI app and

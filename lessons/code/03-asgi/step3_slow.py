@@ -1,6 +1,6 @@
 """Lesson 3, step 3: a slow request that does not hold the fast ones back.
 
-Run: ``python step3_slow.py 8000``, then within five seconds, in two terminals:
+Run: ``.venv/bin/python lessons/code/03-asgi/step3_slow.py 8000``, then within five seconds, in two terminals:
 ``curl http://127.0.0.1:8000/slow`` and ``curl http://127.0.0.1:8000/fast``. This time the
 fast one answers at once: ``await asyncio.sleep`` hands the event loop back to uvicorn, which
 goes on reading and answering other connections in the same thread. Then try ``/blocking``

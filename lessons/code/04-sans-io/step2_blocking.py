@@ -1,6 +1,6 @@
 """Lesson 4, step 2: h11 on a blocking socket. The smallest real server h11 can drive.
 
-Run: ``python step2_blocking.py 8000``, then ``curl -i -d hello http://127.0.0.1:8000/x``.
+Run: ``.venv/bin/python lessons/code/04-sans-io/step2_blocking.py 8000``, then ``curl -i -d hello http://127.0.0.1:8000/x``.
 
 Step 1's loop with a socket at each end: ``recv`` feeds ``receive_data`` whenever h11 says
 ``NEED_DATA``, and what ``send`` returns goes to ``sendall``. h11 decides everything HTTP:

@@ -1,6 +1,6 @@
 """Lesson 4, step 3: toy-h11, the sans-IO server of ``toyservers/h11_server.py``, from Python.
 
-Run: ``python step3_toy_h11.py 8000``; it does what
+Run: ``.venv/bin/python lessons/code/04-sans-io/step3_toy_h11.py 8000``; it does what
 ``toyserve apps.asgi_user:app --server toy-h11 --port 8000`` does, without the command line.
 Then ``curl -i -d '{"id": 1, "name": "ada", "email": "ada@example.com"}' http://127.0.0.1:8000/``.
 

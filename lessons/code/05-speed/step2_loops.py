@@ -1,6 +1,6 @@
 """Lesson 5, step 2: the same tiny httptools server on asyncio's event loop or on uvloop.
 
-Run: ``python step2_loops.py 8000`` (asyncio) or ``LOOP=uvloop python step2_loops.py 8000``,
+Run: ``.venv/bin/python lessons/code/05-speed/step2_loops.py 8000`` (asyncio) or ``LOOP=uvloop .venv/bin/python lessons/code/05-speed/step2_loops.py 8000``,
 then ``curl -i http://127.0.0.1:8000/hello``; the ``x-loop`` header names the loop class.
 
 Two things make uvicorn's default setup fast, and this step has both in under a hundred lines.

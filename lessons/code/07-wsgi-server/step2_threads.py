@@ -1,6 +1,6 @@
 """Lesson 7, step 2: a pool of threads runs the connections (the idea of gunicorn's gthread).
 
-Run: ``python step2_threads.py 8000`` (``THREADS``, default 4; ``KEEP_ALIVE_SECONDS``,
+Run: ``.venv/bin/python lessons/code/07-wsgi-server/step2_threads.py 8000`` (``THREADS``, default 4; ``KEEP_ALIVE_SECONDS``,
 default 5). ``/slow`` no longer holds ``/fast`` back: each connection gets a thread of its own
 from the pool, and keeps it while the client keeps the connection alive. That is the new
 problem: a client that sends one request and then stays idle holds a thread, doing nothing,

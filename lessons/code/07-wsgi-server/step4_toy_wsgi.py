@@ -1,6 +1,6 @@
 """Lesson 7, step 4: toy-wsgi (``toyservers/wsgi_server.py``) running Flask, unchanged.
 
-Run: ``python step4_toy_wsgi.py 8000``; it does what
+Run: ``.venv/bin/python lessons/code/07-wsgi-server/step4_toy_wsgi.py 8000``; it does what
 ``toyserve apps.flask_user:app --server toy-wsgi --worker-class gthread --threads 4 --port 8000``
 does, without the command line. Then
 ``curl -i -d '{"id": 1, "name": "ada", "email": "ada@example.com"}' http://127.0.0.1:8000/``.

@@ -2,7 +2,7 @@
 
 The server of lesson 1, step 4, cut down, where ``Transfer-Encoding: chunked`` is decoded
 instead of refused. ``POST /echo`` answers with the decoded body. Run it with
-``python solution.py 8000`` and try
+``.venv/bin/python lessons/exercises/01-bytes/solution.py 8000`` and try
 ``curl -H 'Transfer-Encoding: chunked' --data-binary @somefile http://127.0.0.1:8000/echo``.
 
 Spec: RFC 9112 §7.1 (chunked transfer coding), §6.1 (Transfer-Encoding), §6.3 (framing).

@@ -5,7 +5,7 @@ instead of refused. ``POST /echo`` answers with the decoded body.
 
 YOUR TASK: write the body of ``read_chunked`` below (look for "EXERCISE"). Check your work
 with ``make exercise N=1``; the failures tell you what is still wrong. Run it with
-``python starter.py 8000`` and try
+``.venv/bin/python lessons/exercises/01-bytes/starter.py 8000`` and try
 ``curl -H 'Transfer-Encoding: chunked' --data-binary @somefile http://127.0.0.1:8000/echo``.
 
 Spec: RFC 9112 §7.1 (chunked transfer coding), §6.1 (Transfer-Encoding), §6.3 (framing).

@@ -36,16 +36,24 @@ def load() -> ModuleType:
 ex = load()
 
 
-def decode(data: bytes, limit: int | None = None) -> bytes:
-    """Feed ``data`` to the exercise's ``read_chunked`` and return what it decoded."""
-    async def run() -> bytes:
+def decode_and_rest(data: bytes, limit: int | None = None) -> tuple[bytes, bytes]:
+    """Feed ``data`` to the exercise's ``read_chunked``: what it decoded, and what it left
+    unread in the stream (the start of the next request on a kept-alive connection)."""
+    async def run() -> tuple[bytes, bytes]:
         reader = asyncio.StreamReader()
         reader.feed_data(data)
         reader.feed_eof()
         if limit is None:
-            return await ex.read_chunked(reader)  # type: ignore[no-any-return]
-        return await ex.read_chunked(reader, limit)  # type: ignore[no-any-return]
+            body = await ex.read_chunked(reader)
+        else:
+            body = await ex.read_chunked(reader, limit)
+        return body, await reader.read()
     return asyncio.run(asyncio.wait_for(run(), timeout=5))
+
+
+def decode(data: bytes, limit: int | None = None) -> bytes:
+    """Feed ``data`` to the exercise's ``read_chunked`` and return what it decoded."""
+    return decode_and_rest(data, limit)[0]
 
 
 def test_two_chunks() -> None:
@@ -66,6 +74,19 @@ def test_chunk_extensions_are_ignored() -> None:
 
 def test_trailer_fields_are_skipped() -> None:
     assert decode(b"2\r\nok\r\n0\r\nExpires: never\r\nX-Checksum: 1\r\n\r\n") == b"ok"
+
+
+@pytest.mark.parametrize("trailer", [b"", b"Expires: never\r\n",
+                                     b"Expires: never\r\nX-Checksum: 1\r\n"])
+def test_the_reader_stops_at_the_end_of_the_message(trailer: bytes) -> None:
+    # The next request follows on the same connection: read_chunked must consume the last
+    # chunk, every trailer line and the empty line that ends them (RFC 9112 §7.1.2), no more.
+    following = b"GET /next HTTP/1.1\r\nHost: test\r\n\r\n"
+    body, rest = decode_and_rest(b"2\r\nok\r\n0\r\n" + trailer + b"\r\n" + following)
+    assert body == b"ok"
+    assert rest == following, (
+        f"read_chunked left {rest[:40]!r}... in the stream: it must read up to and including "
+        "the empty line after the trailer fields, and not past it")
 
 
 def test_the_data_may_contain_crlf() -> None:

@@ -6,7 +6,7 @@ otherwise calls ``app``.
 
 YOUR TASK: write the body of ``require_token`` below (look for "EXERCISE"). Check your work
 with ``make exercise N=2``; the failures tell you what is still wrong. Run it with
-``python starter.py 8000`` and try
+``.venv/bin/python lessons/exercises/02-wsgi/starter.py 8000`` and try
 ``curl -i http://127.0.0.1:8000/`` then
 ``curl -i -H 'Authorization: Bearer secret-token' http://127.0.0.1:8000/``.
 

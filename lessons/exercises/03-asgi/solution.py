@@ -3,7 +3,7 @@
 ``server_timing(app)`` returns an ASGI app that adds ``server-timing: app;dur=<ms>`` to every
 HTTP response: the time from the request reaching the middleware to the app sending its
 ``http.response.start``, in milliseconds. Lifespan (and any other scope) passes through
-untouched. Run it with ``python solution.py 8000`` and try
+untouched. Run it with ``.venv/bin/python lessons/exercises/03-asgi/solution.py 8000`` and try
 ``curl -i 'http://127.0.0.1:8000/?ms=120'``: browsers' developer tools show this header in
 their timing panel.
 

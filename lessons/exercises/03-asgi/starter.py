@@ -7,7 +7,7 @@ untouched.
 
 YOUR TASK: write the body of ``server_timing`` below (look for "EXERCISE"). Check your work
 with ``make exercise N=3``; the failures tell you what is still wrong. Run it with
-``python starter.py 8000`` and try
+``.venv/bin/python lessons/exercises/03-asgi/starter.py 8000`` and try
 ``curl -i 'http://127.0.0.1:8000/?ms=120'``: browsers' developer tools show this header in
 their timing panel.
 

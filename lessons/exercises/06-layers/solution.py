@@ -14,7 +14,7 @@ each row in order, what the table shows beside the RPS:
 - ``pct_of_below``: this row's RPS as a percentage of its below's (the published "decay").
 
 A value that cannot be computed (no RPS, no below, a below without RPS) is None. Run it on a
-results file: ``python solution.py lessons/results/layers/results.json``.
+results file: ``.venv/bin/python lessons/exercises/06-layers/solution.py lessons/results/layers/results.json``.
 """
 
 from __future__ import annotations

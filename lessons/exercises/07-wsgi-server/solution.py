@@ -5,7 +5,7 @@ keeps working when the app fails: an exception before any byte of the head was s
 ``500 Internal Server Error``; one after it ends the response where it is (the server then
 closes the connection, which the client sees as a cut response); and ``close()`` is called on
 the app's result whenever there is one, however the request ended. Run it with
-``python solution.py 8000`` and try ``curl -i http://127.0.0.1:8000/`` and
+``.venv/bin/python lessons/exercises/07-wsgi-server/solution.py 8000`` and try ``curl -i http://127.0.0.1:8000/`` and
 ``curl -i http://127.0.0.1:8000/boom``.
 
 Spec: PEP 3333, "Specification Details" (close() "whether the request was completed normally,

@@ -1,0 +1,306 @@
+"""Every command on lesson pages 1 to 6 runs as printed, and prints what the page says.
+
+Each page's commands are cut out of its Markdown (``tests.support.pages``) and run from the
+repository's root as a student would after ``make venv``, with the port and ``.venv/bin/``
+swapped for this test's: the server command on a free port, then each "Run it" tab (curl,
+httpx, raw socket) against it. Where the page shows the output (a ``text`` block after the
+command), the output must match it, ``Date`` values and ports aside; where the output holds
+timings, the test checks what the page says about them. Lessons 7 and 8 are checked the
+same way in ``tests/test_lessons_wsgi_server.py`` and ``tests/test_lessons_workers.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+
+from tests.support.pages import (
+    ROOT,
+    blocks,
+    changed_lines,
+    localize,
+    run_tab,
+    same_output,
+    section,
+    started,
+    tabs,
+)
+from tests.test_lessons import LESSONS
+
+pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+
+
+def check_tabs(text: str, port: int, slack: dict[str, str] | None = None) -> dict[str, str]:
+    """Run every tab of ``text`` against ``port``; check each against its shown output.
+
+    ``slack`` replaces text in the commands before they run: only a human-scale ``sleep``
+    that lets one background curl connect before the next, lengthened so that a loaded CI
+    machine, slow to start curl, keeps the order the page describes.
+    """
+    printed = {}
+    for tab in tabs(text).values():
+        code = tab.code
+        for old, new in (slack or {}).items():
+            code = code.replace(old, new)
+        printed[tab.name] = out = run_tab(tab.language, code, port)
+        if tab.expected is not None:
+            same_output(tab.expected, out)
+    return printed
+
+
+# --- lesson 1 ----------------------------------------------------------------------------------
+
+PAGE_1 = LESSONS / "01-bytes-on-a-socket.md"
+
+
+def test_lesson1_step0a_commands() -> None:
+    server_command, client, silent = blocks(section(PAGE_1, "Step 0a: one client at a time"),
+                                            "sh")
+    (shown,) = blocks(section(PAGE_1, "Step 0a: one client at a time"), "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", client, server.port))
+        # the silent client connects, waits for Enter (given at once here), and leaves
+        left = subprocess.run(["bash", "-c", localize(silent, server.port)], cwd=ROOT,
+                              input="\n", capture_output=True, text=True, timeout=30)
+        assert left.returncode == 0 and "connected" in left.stdout, left.stderr
+        same_output(shown, run_tab("sh", client, server.port))  # served again once it left
+
+
+def test_lesson1_step1_curl_command() -> None:
+    text = section(PAGE_1, "Step 1: the same on an event loop")
+    server_command, curl = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", curl, server.port, returncode=28))  # curl timed out
+
+
+def test_lesson1_run_it() -> None:
+    text = section(PAGE_1, "Run it")
+    server_command = blocks(text.split("===", 1)[0], "sh")[0]
+    with started(server_command) as server:
+        check_tabs(text, server.port)
+
+
+# --- lesson 2 ----------------------------------------------------------------------------------
+
+PAGE_2 = LESSONS / "02-wsgi.md"
+
+
+def longest(printed: str) -> float:
+    """The longest of the ``/path: 1.2 s`` times the httpx tabs print, seconds."""
+    times = [float(line.split(": ")[1].removesuffix(" s")) for line in printed.splitlines()]
+    assert len(times) == 18, printed
+    return max(times)
+
+
+def test_lesson2_run_it() -> None:
+    text = section(PAGE_2, "Run it")
+    server_command, gunicorn = blocks(text.split("===", 1)[0], "sh")[0], blocks(text, "sh")[-1]
+    with started(server_command, env={"SLOW_SECONDS": "0.5"}) as server:
+        printed = check_tabs(text, server.port, slack={"sleep 0.2;": "sleep 1;"})
+    assert longest(printed["httpx"]) >= 1.4  # three /slow in turn, 0.5 s each
+    with started(gunicorn, env={"SLOW_SECONDS": "0.5"}) as server:
+        assert longest(run_tab("python", tabs(text)["httpx"].code, server.port)) >= 1.4
+
+
+# --- lesson 3 ----------------------------------------------------------------------------------
+
+PAGE_3 = LESSONS / "03-asgi.md"
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["python", "uvicorn"])
+def test_lesson3_run_it(which: int) -> None:
+    text = section(PAGE_3, "Run it")
+    server_command = blocks(text.split("===", 1)[0], "sh")[which]
+    # /slow must outlast the page's `sleep 0.2` and the first /fast by a wide margin
+    with started(server_command, env={"SLOW_SECONDS": "1"}) as server:
+        printed = check_tabs(text, server.port)
+    curl = printed["curl"].split()
+    assert curl[0] == "fast" and sorted(curl) == ["blocking", "fast", "fast", "slow"], curl
+    lines = printed["httpx"].splitlines()
+    assert longest(printed["httpx"]) < 2.0  # side by side (1 s), not three in turn (3 s)
+    assert all(line.startswith("/fast") for line in lines[:15]), lines
+
+
+# --- lesson 4 ----------------------------------------------------------------------------------
+
+PAGE_4 = LESSONS / "04-sans-io.md"
+
+
+@pytest.mark.parametrize("title", ["Step 1: bytes in, events out",
+                                   "The state machine, from h11's tables"])
+def test_lesson4_scripts_print_what_the_page_shows(title: str) -> None:
+    text = section(PAGE_4, title)
+    (command,) = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    same_output(shown, run_tab("sh", command, 0))
+
+
+@pytest.mark.parametrize("title", ["Step 2: h11 on a blocking socket",
+                                   "Step 2b: the loop inside out"])
+def test_lesson4_step_servers(title: str) -> None:
+    text = section(PAGE_4, title)
+    server_command, client = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", client, server.port))
+
+
+def test_lesson4_run_it() -> None:
+    text = section(PAGE_4, "Run it")
+    with started(blocks(text.split("===", 1)[0], "sh")[0]) as server:
+        check_tabs(text, server.port)
+
+
+# --- lesson 5 ----------------------------------------------------------------------------------
+
+PAGE_5 = LESSONS / "05-speed.md"
+
+
+def test_lesson5_step1_prints_what_the_page_shows() -> None:
+    text = section(PAGE_5, "Step 1: the parser calls you")
+    (command,) = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    same_output(shown, run_tab("sh", command, 0))
+
+
+def test_lesson5_step2_on_either_loop() -> None:
+    text = section(PAGE_5, "Step 2: the same server on two loops")
+    on_asyncio, on_uvloop, curl = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(on_uvloop) as server:
+        same_output(shown, run_tab("sh", curl, server.port))
+    with started(on_asyncio) as server:
+        out = run_tab("sh", curl, server.port)
+    assert "x-loop: asyncio.unix_events._UnixSelectorEventLoop" in out, out
+
+
+def test_lesson5_step2b_commands_and_highlights() -> None:
+    text = section(PAGE_5, "Step 2b: lesson 4's server on llhttp")
+    server_command, client = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", client, server.port))
+    match = re.search(r'title="lessons/code/05-speed/step2b_asgi.py" linenums="1" '
+                      r'hl_lines="([^"]*)"', text)
+    assert match, "the step 2b listing lost its highlights"
+    code = ROOT / "lessons" / "code"
+    assert match.group(1) == changed_lines(code / "04-sans-io" / "step2b_asyncio.py",
+                                           code / "05-speed" / "step2b_asgi.py")
+
+
+def test_lesson5_run_it() -> None:
+    text = section(PAGE_5, "Run it")
+    with started(blocks(text.split("===", 1)[0], "sh")[0]) as server:
+        check_tabs(text, server.port)
+
+
+def test_lesson5_bare_commands() -> None:
+    text = section(PAGE_5, "The bare baseline: the price of correctness")
+    server_command, curl, bench = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", curl, server.port))
+    assert bench.startswith(".venv/bin/bench layers ")
+
+
+def test_lesson5_attribute_count_is_the_codes() -> None:
+    from toyservers.httptools_server import HttpToolsProtocol
+
+    match = re.search(r"the protocol has (\d+) \((\d+) from the shared `HTTPProtocol` base, "
+                      r"(\d+) of its own\)", " ".join(PAGE_5.read_text().split()))
+    assert match, "the sentence counting the protocol's attributes moved: update this test"
+    base = len(HttpToolsProtocol.__mro__[1].__slots__)
+    own = len(HttpToolsProtocol.__slots__)
+    assert tuple(map(int, match.groups())) == (base + own, base, own)
+
+
+# --- lesson 6 ----------------------------------------------------------------------------------
+
+PAGE_6 = LESSONS / "06-cost-of-layers.md"
+
+
+def test_lesson6_run_it() -> None:
+    text = section(PAGE_6, "Run it")
+    server_command = [b for b in blocks(text.split("===", 1)[0], "sh")][0]
+    with started(server_command) as server:
+        wrk = tabs(text).pop("wrk")
+        for tab in tabs(text).values():
+            if tab.name != "wrk":
+                same_output(tab.expected or "", run_tab(tab.language, tab.code, server.port))
+        if shutil.which("wrk") is not None:
+            assert "Requests/sec" in run_tab("sh", wrk.code, server.port)
+
+
+def test_the_largest_steps_in_us_added_are_what_lesson_6_says() -> None:
+    rows = json.loads((LESSONS / "results" / "layers" / "results.json").read_text())["rows"]
+    added = {(row["layer"], row["server"]): row["us_added"] for row in rows}
+    asgi = added[("asgi", "bare")] + added[("asgi", "uvicorn")]  # asyncio to uvicorn
+    fastapi, starlette = added[("fastapi", "uvicorn")], added[("starlette", "uvicorn")]
+    # the stack of layers, not the other servers compared beside its asgi row
+    stack = [v for (layer, server), v in added.items() if server in ("bare", "uvicorn")]
+    assert fastapi == max(v for v in stack if v is not None)
+    assert fastapi > starlette > asgi
+    assert added[("asgi", "bare")] < starlette  # the first interface, cheap in µs
+
+
+# --- every page: bench commands name options that exist ----------------------------------------
+
+
+def test_every_bench_command_on_pages_1_to_8_parses() -> None:
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    commands = []
+    for page in sorted(LESSONS.glob("0[1-8]-*.md")):
+        for block in blocks(page.read_text(), "sh"):
+            joined = block.replace("\\\n", " ")
+            commands += [line for line in joined.splitlines() if "bin/bench " in line]
+    assert len(commands) >= 6, commands
+    for command in commands:
+        assert command.startswith(".venv/bin/bench "), command
+        argv = shlex.split(command.split("#")[0])[1:]
+        result = CliRunner().invoke(app, [*argv, "--help"])  # an unknown option exits 2
+        assert result.exit_code == 0, (command, result.output)
+
+
+def test_index_commands() -> None:
+    text = section(LESSONS / "index.md", "How to run the code")
+    setup, make, server_command, curl = blocks(text, "sh")
+    assert setup.split()[:2] == ["make", "venv"]
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", curl, server.port))
+
+
+# --- every page: highlighted changes are the changes -------------------------------------------
+
+WHOLE_STEP = re.compile(
+    r'the lines changed from `(?P<base>[\w.]+)` highlighted"\n\n'
+    r' *```python linenums="1" hl_lines="(?P<lines>[^"]*)"\n *--8<-- "(?P<file>[^"]+)"')
+
+
+def test_highlighted_lines_are_the_lines_that_changed_from_the_step_before() -> None:
+    found = 0
+    for page in sorted(LESSONS.glob("*.md")):
+        for match in WHOLE_STEP.finditer(page.read_text()):
+            new = ROOT / match["file"]
+            expected = changed_lines(new.with_name(match["base"]), new)
+            assert match["lines"] == expected, f"{page.name}: {new.name}: hl_lines={expected!r}"
+            found += 1
+    assert found >= 5
+
+
+def test_lesson3_exercise_demo_commands() -> None:
+    server_command, curl = blocks(section(PAGE_3, "Exercises"), "sh")
+    with started(server_command) as server:
+        status, timing = run_tab("sh", curl, server.port).splitlines()
+    assert status == "200"
+    match = re.fullmatch(r"server-timing: app;dur=(\d+(\.\d+)?)", timing.strip())
+    assert match and float(match.group(1)) >= 100, timing  # about the 120 ms slept
