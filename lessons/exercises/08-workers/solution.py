@@ -1,6 +1,7 @@
 """Exercise 8, reference solution: the master replaces every worker that dies.
 
-See ``starter.py`` for the task. Run: ``.venv/bin/python lessons/exercises/08-workers/solution.py 8000``.
+See ``starter.py`` for the task.
+Run: ``.venv/bin/python lessons/exercises/08-workers/solution.py 8000``.
 """
 
 from __future__ import annotations

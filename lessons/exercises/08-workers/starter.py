@@ -8,8 +8,9 @@ keeping ``children`` (the set of live worker pids) up to date.
 
 YOUR TASK: write the body of ``supervise`` below (look for "EXERCISE"). Check your work with
 ``make exercise N=8``; the check kills a worker with SIGKILL and expects a new pid to answer
-within a second. Try it by hand: ``.venv/bin/python lessons/exercises/08-workers/starter.py 8000``, ``curl http://127.0.0.1:8000/``
-names a pid; ``kill -9`` it and ``curl`` again.
+within a second. Try it by hand:
+``.venv/bin/python lessons/exercises/08-workers/starter.py 8000``, then
+``curl http://127.0.0.1:8000/`` names a pid; ``kill -9`` it and ``curl`` again.
 
 Compare with: gunicorn/arbiter.py (``reap_workers``, ``manage_workers``).
 """

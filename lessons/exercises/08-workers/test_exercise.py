@@ -30,7 +30,10 @@ def started(workers: int) -> Iterator[ServerProcess]:
     port = free_port()
     argv = [sys.executable, str(PATH), str(port)]
     with ServerProcess(argv, port=port, env={"WORKERS": str(workers)}) as server:
-        yield server
+        try:
+            yield server
+        except (AssertionError, OSError) as exc:  # the server's output says why (a traceback)
+            raise AssertionError(f"{exc}\nserver output:\n{server.log_tail()}") from None
 
 
 def ask(server: ServerProcess, timeout: float) -> int:
@@ -70,8 +73,7 @@ def test_a_new_worker_answers_within_a_second_after_a_kill() -> None:
             # the connection waits in the master's backlog until a worker accept()s it
             second = ask(server, timeout=1)
         except OSError as exc:
-            raise AssertionError(f"no answer within a second after the kill ({exc!r});"
-                                 f" server output:\n{server.log_tail()}") from None
+            raise AssertionError(f"no answer within a second after the kill ({exc!r})") from None
         assert second != first
 
 
@@ -89,7 +91,6 @@ def test_the_pool_keeps_its_size() -> None:
             deadline = time.monotonic() + 1
             while (now := workers(server)) == before or len(now) != 2:
                 assert time.monotonic() < deadline, (
-                    f"workers {now} a second after killing {victim};"
-                    f" server output:\n{server.log_tail()}")
+                    f"workers {now} a second after killing {victim}")
                 time.sleep(0.01)  # a poll interval, not a wait for something to happen
             assert victim not in now
