@@ -13,7 +13,9 @@ import importlib
 import typer
 
 #: Modules under ``bench`` whose ``register(app)`` adds a subcommand.
-SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile")
+SUBCOMMANDS: tuple[str, ...] = ("bench.layers", "bench.conformance", "bench.profile")
+#: The published experiments of issue 10 re-run: servers side by side, Flask under load.
+SUBCOMMANDS += ("bench.servers", "bench.load")
 
 app = typer.Typer(
     name="bench",

@@ -372,11 +372,13 @@ def measure_server(argv: list[str], port: int, *, label: str, method: Method,
                    pinning: Pinning, generator: LoadGenerator, log_path: Path,
                    progress: Progress | None = None,
                    check: Callable[[str, int], str | None] = check_echo,
-                   cwd: Path | None = None) -> Measurement:
+                   cwd: Path | None = None, env: dict[str, str] | None = None
+                   ) -> Measurement:
     """Measure one server: start ``argv`` (listening on ``method.host:port``), check it, warm
     up, run ``method.runs`` measured runs, stop its process tree.
 
     ``check(host, port)`` returns None when the server answers right, else the problem.
+    ``env`` adds variables to the server's environment (the app's settings).
     ``label`` names the server in progress lines; its output goes to ``log_path``. Never
     raises for a server or a run that fails: the :class:`Measurement` says what happened.
     """
@@ -384,7 +386,8 @@ def measure_server(argv: list[str], port: int, *, label: str, method: Method,
     result = Measurement(command=argv)
     report.update(f"{label}: starting")
     server = ServerProcess(argv, host=method.host, port=port, cpu=pinning.server_cpu,
-                           startup_timeout=method.startup_timeout, log_path=log_path, cwd=cwd)
+                           startup_timeout=method.startup_timeout, log_path=log_path, cwd=cwd,
+                           env=env)
     try:
         server.start()
     except ServerStartError as exc:
