@@ -230,7 +230,7 @@ def test_cli_mistakes_are_one_line(tmp_path: Path) -> None:
         assert message in run.stderr and "Traceback" not in run.stderr, (args, run.stderr)
 
 
-# --- smoke runs ------------------------------------------------------------------------------------
+# --- smoke runs ----------------------------------------------------------------------------
 
 
 def assert_provenance(data: dict[str, Any]) -> None:

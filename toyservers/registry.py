@@ -145,7 +145,8 @@ class ServerSpec:
         threads: the app threads it runs with when ``command`` is given no count (the gthread
             variants: :data:`WSGI_THREADS`); None: the program's own default.
         extra: the project's optional extra that installs it (``pip install -e '.[bjoern]'``),
-            or None; :func:`available` offers such a server only when it is named.        optional_protocols: protocols it speaks only once another distribution is
+            or None; :func:`available` offers such a server only when it is named.
+        optional_protocols: protocols it speaks only once another distribution is
             installed, as ``(protocol, distribution)`` pairs (hypercorn's HTTP/3 needs
             aioquic); ``bench servers``' feature table reads them.
     """
