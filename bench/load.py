@@ -325,9 +325,11 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     nofile = raise_nofile(max(lv.connections for lv in settings.levels) + FD_MARGIN)
     console.print(nofile["note"], highlight=False)
     installed, note = bjoern_status()
-    bjoern = {"installed": installed, "note": note}
     if "bjoern" in settings.servers:
         console.print(note, highlight=False)
+    else:
+        note = "no bjoern row (not in --server or --compare)"
+    bjoern = {"installed": installed, "note": note}
     published = load_published()
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)

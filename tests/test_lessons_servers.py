@@ -3,22 +3,29 @@ its commands wrote.
 
 "Run it" starts ``lessons/code/11-servers/serve_servers_app.py`` (a throwaway redis-server
 and uvicorn) and runs the page's curl and wrk lines against it; the ``bench`` commands the
-page says made its tables must be the commands recorded in the committed results files.
+page says made its tables must be the commands recorded in the committed results files; the
+byte transcript "On the wire" shows is what the server sends (``UPDATE_TRANSCRIPTS=1``
+rewrites it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import jwt
 import pytest
 
+from apps import servers_app
 from bench.process import ServerProcess, free_port
+from tests.test_lessons import render, without_date
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "lessons" / "11-servers-under-load.md"
@@ -68,3 +75,43 @@ def test_the_pages_bench_commands_made_its_results(name: str) -> None:
     assert data["command"][1:] == commands[0][1:]
     assert data["git"] is not None
     assert all(row["status"] in ("ok", "skipped") for row in data["rows"])
+
+
+# --- the transcript on the page ------------------------------------------------------------------
+
+TRANSCRIPT = ROOT / "lessons" / "transcripts" / "11-activities.txt"
+#: A token that never changes (exp in 2100), so the transcript is stable; HS256 is deterministic.
+FIXED_TOKEN_CLAIMS = {"sub": "user1", "exp": 4102444800}
+
+
+def read_to_close(sock: socket.socket) -> bytes:
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None,
+                    reason="redis-server is not installed (make test installs it)")
+def test_transcript_matches_what_the_server_sends() -> None:
+    token = jwt.encode(FIXED_TOKEN_CLAIMS, servers_app.secret(), algorithm=servers_app.ALGORITHM)
+    requests = [
+        f"GET /api/activities HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        "Connection: close\r\n\r\n".encode(),
+        b"GET /api/activities HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    ]
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "lessons" / "code" / "11-servers" /
+                                "serve_servers_app.py"), str(port)]
+    parts: list[tuple[str, bytes]] = []
+    with ServerProcess(argv, port=port, cwd=ROOT):
+        for request in requests:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(request)
+                parts += [("client", request), ("server", read_to_close(sock))]
+    captured = render(parts)
+    if os.environ.get("UPDATE_TRANSCRIPTS") == "1":
+        TRANSCRIPT.write_text(captured)
+    assert TRANSCRIPT.exists(), f"{TRANSCRIPT} is missing: run with UPDATE_TRANSCRIPTS=1"
+    assert without_date(TRANSCRIPT.read_text()) == without_date(captured), (
+        f"{TRANSCRIPT.name} is stale: rerun with UPDATE_TRANSCRIPTS=1 and review the diff")
