@@ -35,6 +35,7 @@ lets them time out can show a high RPS over the few it serves.
 
 from __future__ import annotations
 
+import http.client
 import json
 import resource
 import sys
@@ -62,7 +63,15 @@ from bench.harness import (
 )
 from bench.layers import RowPlan, RowResult, bjoern_status, row_json
 from bench.machine import usable_cpus
-from bench.servers import PROGRESS_COLUMNS, RichProgress, finish, names, print_outcome, provenance
+from bench.servers import (
+    PROGRESS_COLUMNS,
+    RichProgress,
+    fetch,
+    finish,
+    names,
+    print_outcome,
+    provenance,
+)
 from bench.wrk_get import GET_BEARER, WrkGet
 from toyservers.registry import SERVERS, get
 
@@ -177,11 +186,9 @@ def raise_nofile(needed: int) -> dict[str, Any]:
 
 def check(host: str, port: int) -> str | None:
     """None when ``GET`` :data:`apps.load_app.SAMPLE_PATH` answers 200 with the right JSON."""
-    from bench.servers import fetch
-
     try:
         status, headers, body = fetch(host, port, load_app.SAMPLE_PATH)
-    except OSError as exc:
+    except (OSError, http.client.HTTPException) as exc:
         return f"check request failed: {exc!r}"
     if status != 200 or not headers.get("content-type", "").startswith("application/json"):
         return f"check request got status {status} {headers.get('content-type')!r}"
@@ -379,7 +386,8 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
         "somaxconn": somaxconn(),
         "bjoern": bjoern,
         "published": {"source": published["source"], "setup": published["setup"],
-                      "rows": published["rows"]},
+                      "rows": published["rows"],
+                      "file": str(PUBLISHED.relative_to(PUBLISHED.parents[2]))},
         "rows": rows_json(results, settings.server, published),
     }
 

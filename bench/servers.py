@@ -39,6 +39,7 @@ warms up, runs ``--runs`` measured wrk runs while sampling RSS, and stops the pr
 
 from __future__ import annotations
 
+import http.client
 import importlib.metadata
 import json
 import sys
@@ -160,8 +161,6 @@ def fetch(host: str, port: int, path: str, token: str = "", timeout: float = 5.0
     Raises:
         OSError, http.client.HTTPException: the request failed.
     """
-    import http.client
-
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -179,7 +178,7 @@ def checker(endpoint: Endpoint, token: str) -> Callable[[str, int], str | None]:
     def check(host: str, port: int) -> str | None:
         try:
             status, headers, body = fetch(host, port, endpoint.path, token)
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             return f"check request failed: {exc!r}"
         if status != 200:
             return f"check request got status {status}: {body[:200]!r}"

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from apps import load_app, servers_app
 from bench import load, servers
+from bench.harness import RssSampler
 from bench.loadgen import Load
 from bench.process import ServerProcess, free_port
 from bench.redis_server import RedisServer
@@ -287,3 +289,28 @@ def test_bench_load_smoke(tmp_path: Path) -> None:
     assert data["nofile"]["soft"] >= data["nofile"]["needed"]
     assert "| 20 conn | uvicorn |" in (out / "results.md").read_text()
     assert (out / "load.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_rss_sampler_sums_the_children_of_a_server() -> None:
+    """A parent that holds little and a child that holds 50 MB: the tree's peak counts both,
+    as hypercorn's and granian's supervisors with their workers are counted."""
+    code = ("import os, sys\n"
+            "if os.fork() == 0:\n"
+            "    block = b'x' * 50_000_000\n"
+            "    print('ready', flush=True)\n"
+            "    sys.stdin.read()\n"
+            "    os._exit(0)\n"
+            "os.wait()\n")
+    with subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE) as parent:
+        try:
+            assert parent.stdout is not None
+            assert parent.stdout.readline().strip() == b"ready"
+            own = psutil.Process(parent.pid).memory_info().rss
+            with RssSampler(parent.pid, interval=0.01) as sampler:
+                pass
+            assert own < 50_000_000 < sampler.peak
+        finally:
+            assert parent.stdin is not None
+            parent.stdin.close()  # the child reads EOF and exits, then the parent
+            parent.wait(timeout=10)
