@@ -373,8 +373,8 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
         f"{s['workers']} worker process(es) per server; RSS is the peak over the measured "
         "runs of the server's whole process tree (a master and its workers summed)",
         f"activities: redis-server {data['redis']['version']} on a free loopback port, no "
-        f"persistence, {s['users']} users with {s['activities']} activities each, pinned "
-        "with wrk; wrk sends one user's JWT (HS256) as the bearer token",
+        f"persistence, {s['users']} users with {s['activities']} activities each, on wrk's "
+        "CPU when pinned; wrk sends one user's JWT (HS256) as the bearer token",
         f"% of {s['server']}: RPS over the {s['server']} row of the same endpoint, in this "
         "run; the published column computes the same ratio from the paper's figures",
         f"published: {pub['source']} Setup: {setup['load_generator']} with "

@@ -223,6 +223,7 @@ def test_cli_mistakes_are_one_line(tmp_path: Path) -> None:
         (("servers", "--compare", "gunicorn"), "'gunicorn' is not an ASGI server"),
         (("servers", "--endpoints", "nope"), "unknown endpoint 'nope'"),
         (("load", "--compare", "nope"), "unknown server 'nope'"),
+        (("load", "--published", "--compare", "nope"), "unknown server 'nope'"),
         (("load", "--connections", "ten"), "--connections takes comma-separated"),
         (("load", "--connections", "1", "--threads", "2"), "at least one connection per"),
     ]
