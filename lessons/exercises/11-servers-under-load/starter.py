@@ -52,9 +52,10 @@ def main(path: str) -> None:
     for (endpoint, server), pct in percent_of(data["rows"], base).items():
         print(f"{endpoint:10} {server:14} {'–' if pct is None else f'{pct:5.0f} %'}")
     for server, cost in body_cost(data["rows"]).items():
-        if cost is not None:
-            print(f"{server:14} +{cost['us_added']:.0f} µs for 430 KB: "
-                  f"{cost['mb_per_s']:,.0f} MB/s")
+        if cost is None:
+            continue
+        speed = "no time left: noise" if cost["us_added"] <= 0 else f"{cost['mb_per_s']:,.0f} MB/s"
+        print(f"{server:14} {cost['us_added']:+.0f} µs for 430 KB: {speed}")
 
 
 if __name__ == "__main__":
