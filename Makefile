@@ -47,11 +47,20 @@ ifneq ($(findstring --wsgi,$(ARGS)),)
 endif
 	$(VENV)/bin/bench layers $(ARGS)
 
+# bench servers needs redis-server; bench load's bjoern rows need bjoern (built against libev;
+# a failed build is not an error: its rows are then skipped with the reason).
 bench: $(STAMP) tools
+ifneq ($(filter servers,$(ARGS)),)
+	@$(TOOLS) redis-server
+endif
+ifneq ($(filter load,$(ARGS)),)
+	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
+		|| echo "note: bjoern could not be installed: its rows will be skipped" >&2
+endif
 	$(VENV)/bin/bench $(ARGS)
 
 test: $(STAMP)
-	@$(TOOLS) wrk curl chromium
+	@$(TOOLS) wrk curl chromium redis-server
 	$(PY) -m pytest $(ARGS)
 
 lint: $(STAMP)

@@ -13,8 +13,8 @@ import importlib
 import typer
 
 #: Modules under ``bench`` whose ``register(app)`` adds a subcommand.
-SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile", "bench.concurrency",
-               "bench.workers")
+SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile", "bench.servers",
+               "bench.concurrency", "bench.workers", "bench.load")
 
 app = typer.Typer(
     name="bench",

@@ -377,6 +377,7 @@ def measure_server(argv: list[str], port: int, *, label: str, method: Method,
     up, run ``method.runs`` measured runs, stop its process tree.
 
     ``check(host, port)`` returns None when the server answers right, else the problem.
+    ``env`` adds variables to the server's environment (the app's settings).
     ``label`` names the server in progress lines; its output goes to ``log_path``. Never
     raises for a server or a run that fails: the :class:`Measurement` says what happened.
     ``env`` adds environment variables to the server's (e.g. where its upstream is).

@@ -36,8 +36,9 @@ Kind = Literal["toy", "reference", "baseline"]
 Interface = Literal["asgi", "wsgi"]
 
 #: Protocol names a server may speak: HTTP/1.1, HTTP/2 over TLS (ALPN), HTTP/2 in clear text
-#: with prior knowledge, WebSocket over HTTP/1.1 (RFC 6455).
-PROTOCOLS = frozenset({"http/1.1", "h2", "h2c", "websocket"})
+#: with prior knowledge, WebSocket over HTTP/1.1 (RFC 6455); HTTP/3 over QUIC (RFC 9114) only
+#: as an optional protocol (:attr:`ServerSpec.optional_protocols`).
+PROTOCOLS = frozenset({"http/1.1", "h2", "h2c", "websocket", "h3"})
 
 #: The baseline's program: a complete lesson step file, run by this interpreter.
 BARE_FILE = Path(__file__).resolve().parent.parent / "lessons" / "code" / "05-speed" / \
@@ -145,6 +146,9 @@ class ServerSpec:
             variants: :data:`WSGI_THREADS`); None: the program's own default.
         extra: the project's optional extra that installs it (``pip install -e '.[bjoern]'``),
             or None; :func:`available` offers such a server only when it is named.
+        optional_protocols: protocols it speaks only once another distribution is
+            installed, as ``(protocol, distribution)`` pairs (hypercorn's HTTP/3 needs
+            aioquic); ``bench servers``' feature table reads them.
     """
 
     name: str
@@ -159,6 +163,7 @@ class ServerSpec:
     variant_of: str | None = None
     threads: int | None = None
     extra: str | None = None
+    optional_protocols: tuple[tuple[str, str], ...] = ()
 
     def command(self, app: str, host: str, port: int, *, access_log: bool = False,
                 tls: tuple[str, str] | None = None, workers: int = 1,
@@ -313,7 +318,8 @@ def _entries() -> dict[str, ServerSpec]:
         _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
         _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop", "uvicorn"),
         ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",
-                   hypercorn, frozenset({"http/1.1", "h2", "h2c", "websocket"})),
+                   hypercorn, frozenset({"http/1.1", "h2", "h2c", "websocket"}),
+                   optional_protocols=(("h3", "aioquic"),)),
         ServerSpec("daphne", "reference", "asgi", "daphne", "daphne, Twisted", daphne,
                    frozenset({"http/1.1", "h2", "websocket"}),
                    one_process="daphne has no --workers: run several processes behind a "
