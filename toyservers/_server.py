@@ -38,6 +38,8 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
+
 from toyservers._types import ASGIApp, Headers
 from toyservers.config import Config
 from toyservers.flow_control import FlowControl
@@ -63,7 +65,8 @@ class ServerState:
         config: the settings.
         lifespan_state: the lifespan ``state`` dict; copy it into each request scope.
         connections: live connections (protocol objects add and remove themselves).
-        tasks: running ``run_asgi`` tasks (add, and discard when done).
+        tasks: the running apps (add, and discard when done): ``run_asgi`` Tasks (toy-anyio,
+            whose tasks belong to anyio task groups: its request cycles).
         default_headers: ``[(b"date", ...), (b"server", b"toyservers")]`` as ASGI headers.
         default_headers_bytes: the same, already framed as ``name: value\\r\\n`` lines.
         server_cert: the PEM certificate the server presents, when it serves TLS.
@@ -75,7 +78,7 @@ class ServerState:
         self.config = config
         self.lifespan_state = lifespan_state
         self.connections: set[Connection] = set()
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[Any] = set()
         self.default_headers: Headers = []
         self.default_headers_bytes = b""
         self.refresh_default_headers()
@@ -104,9 +107,10 @@ def _first_certificate(pem: str) -> str | None:
 TLS_VERSIONS = {"TLSv1": 0x0301, "TLSv1.1": 0x0302, "TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
 
 
-def tls_extension(transport: asyncio.BaseTransport, state: ServerState
+def tls_extension(ssl_object: ssl.SSLObject | None, state: ServerState
                   ) -> dict[str, Any] | None:
-    """The ``tls`` entry of ``scope["extensions"]`` for a connection over TLS, else None.
+    """The ``tls`` entry of ``scope["extensions"]`` for a connection over TLS (its
+    ``ssl_object``, from the transport or the stream), else None.
 
     Shape: ``server_cert`` (PEM str), ``client_cert_chain`` ([]: no client certificates are
     requested), ``client_cert_name`` and ``client_cert_error`` (None), ``tls_version`` (e.g.
@@ -114,7 +118,6 @@ def tls_extension(transport: asyncio.BaseTransport, state: ServerState
     after the handshake. Spec: ASGI TLS extension
     (https://asgi.readthedocs.io/en/latest/specs/tls.html).
     """
-    ssl_object = transport.get_extra_info("ssl_object")
     if ssl_object is None:
         return None
     cipher = ssl_object.cipher()
@@ -225,7 +228,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.client = _address(transport.get_extra_info("peername"))
         self.server = _address(transport.get_extra_info("sockname"))
         self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
-        self.tls = tls_extension(transport, self.state)
+        self.tls = tls_extension(transport.get_extra_info("ssl_object"), self.state)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -261,7 +264,9 @@ class HTTPProtocol(asyncio.Protocol):
 ProtocolFactory = Callable[[ServerState], asyncio.Protocol]
 
 
-def _ssl_context(config: Config) -> ssl.SSLContext | None:
+def ssl_context(config: Config) -> ssl.SSLContext | None:
+    """The server's TLS context when ``ssl_certfile`` and ``ssl_keyfile`` are set, else None.
+    Raises ssl.SSLError for files that hold no usable certificate and key (or none at all)."""
     if not (config.ssl_certfile and config.ssl_keyfile):
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -272,6 +277,14 @@ def _ssl_context(config: Config) -> ssl.SSLContext | None:
     except OSError as exc:  # unreadable file: not a failure to listen, say so
         raise ssl.SSLError(f"cannot read {exc.filename or 'the files'}: {exc.strerror}") from exc
     return context
+
+
+def load_tls(state: ServerState, config: Config, context: ssl.SSLContext | None) -> None:
+    """Fill ``state.server_cert`` and ``state.cipher_ids`` for the ASGI tls extension."""
+    if context is not None and config.ssl_certfile:
+        state.server_cert = _first_certificate(Path(config.ssl_certfile).read_text())
+        # the low 16 bits of OpenSSL's id are the suite's number in the IANA registry
+        state.cipher_ids = {c["name"]: c["id"] & 0xFFFF for c in context.get_ciphers()}
 
 
 async def serve_protocol(
@@ -300,14 +313,11 @@ async def serve_protocol(
         OSError: the address could not be bound (for example, the port is in use).
     """
     loop = asyncio.get_running_loop()
-    ssl_context = _ssl_context(config)  # before startup: a bad certificate starts nothing
+    context = ssl_context(config)  # before startup: a bad certificate starts nothing
     lifespan = Lifespan(app, config.lifespan)
     await lifespan.startup()
     state = ServerState(app, config, lifespan.state)
-    if ssl_context is not None and config.ssl_certfile:
-        state.server_cert = _first_certificate(Path(config.ssl_certfile).read_text())
-        # the low 16 bits of OpenSSL's id are the suite's number in the IANA registry
-        state.cipher_ids = {c["name"]: c["id"] & 0xFFFF for c in ssl_context.get_ciphers()}
+    load_tls(state, config, context)
 
     force_exit = asyncio.Event()
     if shutdown is None:
@@ -327,17 +337,17 @@ async def serve_protocol(
     try:
         if sock is not None:
             server = await loop.create_server(
-                factory, sock=sock, backlog=config.backlog, ssl=ssl_context
+                factory, sock=sock, backlog=config.backlog, ssl=context
             )
         else:
             server = await loop.create_server(
-                factory, config.host, config.port, backlog=config.backlog, ssl=ssl_context
+                factory, config.host, config.port, backlog=config.backlog, ssl=context
             )
     except BaseException:
         await lifespan.shutdown()
         raise
     host, port = server.sockets[0].getsockname()[:2]
-    scheme = "https" if ssl_context else "http"
+    scheme = "https" if context else "http"
     logger.info("%s running on %s://%s:%d (Press CTRL+C to quit)", name, scheme, host, port)
     if ready is not None:
         ready((host, port))
@@ -398,9 +408,12 @@ def new_event_loop_factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop]
 
 
 def run_server(
-    serve: Callable[..., Coroutine[Any, Any, None]], app: ASGIApp, config: Config
+    serve: Callable[..., Coroutine[Any, Any, None]], app: ASGIApp, config: Config,
+    *, backend: str = "asyncio",
 ) -> None:
     """Block running ``serve(app, config)`` on the configured loop; exit with a clear message.
+
+    ``backend="trio"`` runs it on trio through ``anyio.run`` instead (toy-anyio-trio).
 
     Exits the process (``SystemExit``) with status 3 when lifespan startup fails and 1 when the
     address cannot be bound or the TLS certificate and key cannot be loaded, printing one line,
@@ -408,8 +421,11 @@ def run_server(
     """
     factory = new_event_loop_factory(config.loop)
     try:
-        with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(serve(app, config))
+        if backend == "asyncio":
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runner.run(serve(app, config))
+        else:
+            anyio.run(serve, app, config, backend=backend)
     except LifespanFailure as exc:
         logger.error("application startup failed: %s", exc)
         sys.exit(3)

@@ -91,6 +91,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-raw": dict(_TOY_HTTP1_ONLY),
     "toy-h11": dict(_TOY_HTTP1_ONLY),
     "toy-httptools": dict(_TOY_HTTP1_ONLY),
+    "toy-anyio": dict(_TOY_HTTP1_ONLY),
+    "toy-anyio-trio": dict(_TOY_HTTP1_ONLY),
     "uvicorn": {
         **_UVICORN,
         "http2": "HTTP/1.1 only with --http httptools",
