@@ -10,7 +10,8 @@ bytes for ``transport.write``. Each request runs the app in its own Task
 the connection for the next request. h11 checks the grammar; ``toyservers.h11_checks`` (shared
 with toy-anyio) checks what h11 lets through and frames the app's messages as h11 events.
 Where h11 decides otherwise than our contract (obs-fold, bare LF, repeated Content-Length, 501
-for any Transfer-Encoding but ``chunked``, chunk extensions), toy-h11 goes with h11: see ``tests/hostile/corpus.py``.
+for any Transfer-Encoding but ``chunked``, chunk extensions), toy-h11 goes with h11: see
+``tests/hostile/corpus.py``.
 
 Deliberately left out: WebSocket and other protocol upgrades (served as plain HTTP), CONNECT
 (501), HTTP/1.0 keep-alive (h11 always closes HTTP/1.0 connections, which RFC 9112 §9.3
