@@ -305,7 +305,7 @@ class Connection:
             return False
         self.cycle = cycle = RequestResponseCycle(self, scope)
         assert self.task_group is not None
-        self.task_group.start_soon(cycle.run, self.app)
+        self.task_group.start_soon(cycle.run, self.app, name="asgi")
         return True
 
     # Between requests
