@@ -16,6 +16,9 @@ implements ``shutdown()``; its ``serve()`` hands that class to ``serve_protocol`
   ``timeout_graceful_shutdown`` seconds, then lifespan shutdown. A second signal during the
   wait cuts it short, as in uvicorn.
 - ``run_server``: pick the event loop (uvloop when asked or available) and run until stopped.
+- for toy-anyio, which runs on anyio instead of ``asyncio.Protocol``: ``anyio_listener`` (a
+  listener on the configured address or a given socket, TLS through anyio), ``anyio_tick``
+  (the ``Date`` header) and ``anyio_signals`` (SIGINT/SIGTERM), on asyncio and trio alike.
 
 Compare with: uvicorn/server.py (Server.serve, main_loop, on_tick, shutdown,
 handle_exit), uvicorn/protocols/http/httptools_impl.py (``connection_made``,
@@ -39,6 +42,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import anyio.abc
+from anyio.streams.tls import TLSListener
 
 from toyservers._types import ASGIApp, Headers
 from toyservers.config import Config
@@ -389,6 +394,46 @@ async def _drain(state: ServerState, timeout: float | None, force_exit: asyncio.
                 await asyncio.gather(*state.tasks, return_exceptions=True)
             return
         await asyncio.sleep(0.05)
+
+
+# --- on anyio (toy-anyio, on asyncio or trio) -------------------------------------------------
+
+
+async def anyio_listener(config: Config, sock: socket.socket | None,
+                         context: ssl.SSLContext | None) -> tuple[Any, tuple[str, int]]:
+    """An anyio listener on ``sock`` (bound; listened on here) or on ``config.host``/``port``,
+    wrapped in TLS when ``context`` is given (its handshake bounded by ``timeout_headers``),
+    and the bound ``(host, port)``. Raises OSError when the address cannot be bound."""
+    if sock is not None:
+        sock.listen(config.backlog)
+        listener: Any = await anyio.abc.SocketListener.from_socket(sock)
+        bound = listener
+    else:
+        listener = await anyio.create_tcp_listener(
+            local_host=config.host, local_port=config.port, backlog=config.backlog)
+        bound = listener.listeners[0]
+    host, port = bound.extra(anyio.abc.SocketAttribute.local_address)[:2]
+    if context is not None:  # standard_compatible=False: closing never waits on the client
+        listener = TLSListener(listener, context, standard_compatible=False,
+                               handshake_timeout=config.timeout_headers)
+    return listener, (host, port)
+
+
+async def anyio_tick(state: ServerState) -> None:
+    """Refresh the ``Date`` header once a second, until cancelled."""
+    while True:
+        await anyio.sleep(1.0)
+        state.refresh_default_headers()
+
+
+async def anyio_signals(stop: Any, force_exit: Callable[[], object]) -> None:
+    """On SIGINT/SIGTERM set ``stop``; on a second one call ``force_exit`` (as uvicorn: a
+    second Ctrl+C does not wait any more). Main thread only."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if stop.is_set():
+                force_exit()
+            stop.set()
 
 
 def new_event_loop_factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop]:

@@ -1,32 +1,29 @@
 """toy-anyio: toy-h11's sans-IO core driven from anyio byte streams, on asyncio or on trio.
 
-I/O model: structured concurrency. ``serve()`` is a tree of tasks: a task group for the
-connections, in which the listener's task accepts (``anyio.create_tcp_listener``, TLS through
-``anyio.streams.tls.TLSListener``) and starts one task per connection. That task is
-straight-line code: a loop that pulls events out of an ``h11.Connection`` and, when h11 says
-``NEED_DATA``, awaits ``stream.receive()``. Each request's app runs in the connection's own
+I/O model: structured concurrency. In a task group for the connections, the listener's task
+accepts (``anyio.create_tcp_listener``; TLS through ``anyio.streams.tls``) and starts one task
+per connection: straight-line code that pulls events out of an ``h11.Connection`` and awaits
+``stream.receive()`` when h11 says ``NEED_DATA``. Each request's app runs in the connection's
 task group, so a connection ends only once its app has. Where toy-h11 arms ``call_later``
-timers, this server moves the deadline of one cancel scope around the reading (idle,
-head, body); where toy-h11 calls ``pause_reading``/``resume_reading``, the reading task simply
-stops awaiting ``receive()`` until an ``anyio.Event`` says the app took the body or answered,
-and the app's ``send()`` awaits ``stream.send()``, which returns once the bytes are written
-(anyio sets the transport's write buffer limit to 0): that await is the write backpressure.
+timers, this server moves the deadline of one cancel scope around the reading (idle, head,
+body); where toy-h11 calls ``pause_reading``, the reading task stops awaiting ``receive()``
+until an ``anyio.Event`` says the app took the body or answered; and the app's ``send()``
+awaits ``stream.send()``, which returns once the bytes are written: the write backpressure.
 Graceful shutdown cancels the listener's scope, asks each connection to finish, and gives the
-connections' task group a deadline of ``timeout_graceful_shutdown``; past it, the scope cancels
-what is left. The same code runs on trio (``toy-anyio-trio``, ``toyservers.anyio_trio``).
-What h11 lets through is checked by ``toyservers.h11_checks``, shared with toy-h11.
+connections' task group ``timeout_graceful_shutdown`` seconds before its scope cancels what is
+left. The same code runs on trio (``toy-anyio-trio``, ``toyservers/anyio_trio.py``). What h11
+lets through is checked by ``toyservers.h11_checks``, shared with toy-h11.
 
 Deliberately left out: what toy-h11 leaves out (WebSocket and other upgrades, CONNECT,
 HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``,
-zero-copy files); pre-forked workers on trio (``--workers`` needs asyncio); client
-certificates.
+zero-copy files); ``--workers`` on trio (the supervisor's workers run asyncio).
 
 Spec: RFC 9112 §2-§3, §5-§7, §9 (persistence, pipelining); RFC 9110 §10.1.1 (Expect), §15.
-ASGI 3.0 HTTP connection scope and messages (https://asgi.readthedocs.io/en/latest/specs/www.html),
-the TLS extension, and lifespan via ``toyservers.lifespan``. anyio's cancel scopes and task
-groups (https://anyio.readthedocs.io/en/stable/cancellation.html).
+ASGI 3.0 HTTP scope and messages (https://asgi.readthedocs.io/en/latest/specs/www.html), the
+TLS extension; lifespan via ``toyservers.lifespan``. anyio's cancel scopes and task groups
+(https://anyio.readthedocs.io/en/stable/cancellation.html).
 
-Compare with: h11's examples/trio-server.py (one task per connection, straight-line reads),
+Compare with: h11's examples/trio-server.py (a task per connection, straight-line reads),
 hypercorn/protocol/h11.py with hypercorn/trio/tcp_server.py, and toyservers/h11_server.py.
 """
 
@@ -35,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import signal
 import socket
 import threading
 from typing import Any
@@ -43,25 +39,22 @@ from typing import Any
 import anyio
 import h11
 import sniffio
-from anyio.abc import ByteStream, TaskGroup
-from anyio.streams.tls import TLSAttribute, TLSListener
+from anyio.abc import ByteStream, SocketAttribute, TaskGroup
+from anyio.streams.tls import TLSAttribute
 
-from toyservers import asgi, http1
-from toyservers._server import ServerState, load_tls, run_server, ssl_context, tls_extension
+from toyservers import _server, asgi, h11_checks, http1
+from toyservers._server import ServerState
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
-from toyservers.flow_control import HIGH_WATER_LIMIT
-from toyservers.h11_checks import H11Cycle, fields_status, protocol_error_status, request_scope
+from toyservers.h11_checks import H11Cycle
 from toyservers.lifespan import Lifespan, LifespanFailure
 
 logger = logging.getLogger("toyservers.error")
 
 # --- constants ---------------------------------------------------------------------------------
 
-# Bytes asked of one receive(): uvloop reads 256 KiB at a time; asking for less makes anyio
-# split each read, copying the rest (a 10 MB upload then grew RSS by 7.6 MB instead of <5).
-MAX_RECEIVE = 256 * 1024
+MAX_RECEIVE = 256 * 1024  # bytes asked of receive(): uvloop's read size (anyio copies to split)
 MAX_EVENTS = 512  # events pulled out of h11 before other tasks get a turn (as toy-h11)
 GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
 
@@ -69,21 +62,13 @@ GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
 # --- wire helpers ------------------------------------------------------------------------------
 
 
-def _address(value: Any) -> tuple[str, int] | None:
-    """``(host, port)`` of an IP socket address; None for anything else."""
-    if isinstance(value, tuple) and len(value) >= 2:
-        return str(value[0]), int(value[1])
-    return None
-
-
 def read_on_demand(stream: ByteStream) -> None:
     """Make the asyncio transport under ``stream`` read only for a waiting ``receive()``.
 
-    anyio's asyncio stream resumes its transport's reading while a ``receive()`` waits and
-    pauses it once that ``receive()`` wakes; but uvloop (libuv) reads up to 32 times per
-    readiness event, 256 KiB each, before the task wakes: 8 MB of a 10 MB upload sat in
-    anyio's queue (the conformance suite's RSS bound failed). So the transport is paused
-    now and after every read: one read per wait. Trio reads only when asked: nothing to do.
+    anyio's asyncio stream reads while a ``receive()`` waits and pauses once it wakes; but
+    uvloop (libuv) reads up to 32 times 256 KiB per wake-up: 8 MB of a 10 MB upload sat in
+    anyio's queue (the conformance suite's RSS bound failed). Paused now and after every
+    read, it reads once per wait. Trio reads only when asked: nothing to do there.
     """
     inner = getattr(stream, "transport_stream", stream)  # a TLSStream wraps the socket's
     transport, protocol = getattr(inner, "_transport", None), getattr(inner, "_protocol", None)
@@ -119,11 +104,11 @@ class Connection:
         self.cycle: RequestResponseCycle | None = None
         self.body_size = 0  # request body bytes received, for max_body_size
         self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
-        self.client = _address(stream.extra(anyio.abc.SocketAttribute.remote_address, None))
-        self.server = _address(stream.extra(anyio.abc.SocketAttribute.local_address, None))
+        self.client = _server._address(stream.extra(SocketAttribute.remote_address, None))
+        self.server = _server._address(stream.extra(SocketAttribute.local_address, None))
         ssl_object = stream.extra(TLSAttribute.ssl_object, None)
         self.scheme = "http" if ssl_object is None else "https"
-        self.tls = tls_extension(ssl_object, state)
+        self.tls = _server.tls_extension(ssl_object, state)
         self.reading = anyio.CancelScope()  # around the reading loop; its deadline moves
         self.kind: str | None = None  # the deadline running: "idle", "head", "body"
         self.error = 0  # the status to answer once reading stops (0: none, just close)
@@ -165,7 +150,8 @@ class Connection:
     # --8<-- [end:run]
 
     async def finish(self, status: int) -> None:
-        """Stop the request in flight; answer ``status`` while no response byte is out."""
+        """Stop the request in flight, answer ``status`` while no response byte is out, and
+        close now (the app, told of the disconnect, may take its time to end)."""
         cycle = self.cycle
         if cycle is not None:
             cycle.disconnect()
@@ -178,6 +164,7 @@ class Connection:
                     await self.stream.send(data)
                 except (*GONE, anyio.BusyResourceError):
                     pass  # gone, or a 100 Continue still being written: just close
+        await self.stream.aclose()
 
     def send_error(self, status: int) -> None:
         """Answer ``status`` and close (from any task: ``run_asgi`` calls it with 500)."""
@@ -212,21 +199,20 @@ class Connection:
     # --8<-- [start:read_requests]
     async def read_requests(self) -> None:
         """Pull events out of h11 and act on each; return when the connection must end."""
-        conn = self.conn
-        events = 0
+        conn, config, events = self.conn, self.config, 0
         while True:
             try:
                 event = conn.next_event()
             except h11.RemoteProtocolError as exc:
-                self.error = protocol_error_status(exc, conn, self.config, self.cycle is None)
+                self.error = h11_checks.protocol_error_status(exc, conn, config, self.cycle is None)
                 return
             kind = type(event)
             if event is h11.NEED_DATA:
                 cycle = self.cycle
                 if cycle is not None and cycle.more_body:  # h11 is in SEND_BODY
-                    self.set_deadline("body", self.config.timeout_body)
+                    self.set_deadline("body", config.timeout_body)
                 elif cycle is None and self.kind == "idle" and conn.trailing_data[0]:
-                    self.set_deadline("head", self.config.timeout_headers)  # a head began
+                    self.set_deadline("head", config.timeout_headers)  # a head began
                 if not await self.receive():
                     return
                 events = 0
@@ -234,22 +220,16 @@ class Connection:
                 if not self.on_request(event):  # type: ignore[arg-type]
                     return
             elif kind is h11.Data:
-                data: bytes = event.data  # type: ignore[union-attr]
-                self.body_size += len(data)
-                max_body = self.config.max_body_size
-                if max_body is not None and self.body_size > max_body:
-                    self.error = 413  # a chunked body; a Content-Length is checked earlier
+                status = h11_checks.take_body(self, self.cycle, event.data)  # type: ignore[union-attr]
+                if status == 413:
+                    self.error = 413
                     return
-                cycle = self.cycle
-                if cycle is not None and not cycle.response_complete:
-                    cycle.body += data
-                    cycle.wake()
-                    if len(cycle.body) >= HIGH_WATER_LIMIT:  # enough: wait for receive()
-                        self.clear_deadline()
-                        await self.pause_reading()
+                if status:  # enough for the app: read on once its receive() took it
+                    self.clear_deadline()
+                    await self.pause_reading()
             elif kind is h11.EndOfMessage:
                 trailers = event.headers  # type: ignore[union-attr]
-                if trailers and (status := fields_status(trailers.raw_items(), self.config)):
+                if trailers and (status := h11_checks.fields_status(trailers.raw_items(), config)):
                     self.error = status  # RFC 9112 §7.1.2: a trailer section, as a head
                     return
                 self.clear_deadline()
@@ -299,7 +279,7 @@ class Connection:
         """Check the request and start its cycle in the task group; False when refused."""
         self.clear_deadline()
         self.body_size = 0
-        scope = request_scope(self, event)
+        scope = h11_checks.request_scope(self, event)
         if isinstance(scope, int):
             self.error = scope
             return False
@@ -400,95 +380,6 @@ class RequestResponseCycle(H11Cycle):
 # --- serve() and run() -------------------------------------------------------------------------
 
 
-async def _tick(state: ServerState) -> None:
-    while True:  # the Date header, once a second
-        await anyio.sleep(1.0)
-        state.refresh_default_headers()
-
-
-async def _on_signals(stop: anyio.Event, force_exit: anyio.Event) -> None:
-    """SIGINT/SIGTERM: stop; a second one cuts the graceful wait short (as uvicorn)."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            (force_exit if stop.is_set() else stop).set()
-
-
-async def _when_set(shutdown: Any, stop: anyio.Event) -> None:
-    await shutdown.wait()
-    stop.set()
-
-
-async def _serve(app: ASGIApp, config: Config, services: TaskGroup,
-                 sock: socket.socket | None, ready: Any, shutdown: Any) -> None:
-    context = ssl_context(config)  # before startup: a bad certificate starts nothing
-    lifespan = Lifespan(app, config.lifespan)
-    await lifespan.startup(services)
-    state = ServerState(app, config, lifespan.state)
-    load_tls(state, config, context)
-    try:
-        if sock is not None:
-            sock.listen(config.backlog)
-            listener: Any = await anyio.abc.SocketListener.from_socket(sock)
-            bound = listener
-        else:
-            listener = await anyio.create_tcp_listener(
-                local_host=config.host, local_port=config.port, backlog=config.backlog)
-            bound = listener.listeners[0]
-    except BaseException:
-        await lifespan.shutdown()
-        raise
-    host, port = bound.extra(anyio.abc.SocketAttribute.local_address)[:2]
-    if context is not None:
-        listener = TLSListener(listener, context, standard_compatible=False,
-                               handshake_timeout=config.timeout_headers)
-    logger.info("toy-anyio (%s) running on %s://%s:%d (Press CTRL+C to quit)",
-                sniffio.current_async_library(), "https" if context else "http",
-                host, port)
-    stop, force_exit = anyio.Event(), anyio.Event()
-    if shutdown is not None:
-        services.start_soon(_when_set, shutdown, stop)
-    elif threading.current_thread() is threading.main_thread():
-        services.start_soon(_on_signals, stop, force_exit)
-    services.start_soon(_tick, state)
-
-    async def handle(stream: ByteStream) -> None:
-        await Connection(state, stream).run()
-
-    # --8<-- [start:serve]
-    with anyio.CancelScope() as draining:  # its deadline: the graceful timeout
-        async with anyio.create_task_group() as connections:
-            accepting = anyio.CancelScope()  # the listener's scope
-
-            async def accept() -> None:
-                with accepting:
-                    await listener.serve(handle, connections)
-                await listener.aclose()
-
-            connections.start_soon(accept)
-            if ready is not None:
-                ready((host, port))
-            await stop.wait()
-            logger.info("shutting down")
-            accepting.cancel()  # stop accepting
-            for connection in list(state.connections):
-                connection.shutdown()  # idle ones close now, busy ones after their response
-            timeout = config.timeout_graceful_shutdown
-            if timeout is not None:
-                draining.deadline = anyio.current_time() + timeout
-            services.start_soon(_cut_short, force_exit, draining)
-        # leaving the task group waits for every connection, and so for every app
-    if draining.cancelled_caught:
-        logger.warning("graceful shutdown %s; cancelled what was left",
-                       "cut short" if force_exit.is_set() else "timed out")
-    # --8<-- [end:serve]
-    await lifespan.shutdown()
-
-
-async def _cut_short(force_exit: anyio.Event, draining: anyio.CancelScope) -> None:
-    await force_exit.wait()
-    draining.cancel()
-
-
 async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
                 ready: Any = None, shutdown: asyncio.Event | anyio.Event | None = None
                 ) -> None:
@@ -506,18 +397,68 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
         ssl.SSLError: the TLS certificate and key cannot be used (before lifespan startup).
         OSError: the address could not be bound.
     """
-    failure: BaseException | None = None
-    async with anyio.create_task_group() as services:  # lifespan, Date tick, signals
+    context = _server.ssl_context(config)  # before startup: a bad certificate starts nothing
+    lifespan = Lifespan(app, config.lifespan)
+    async with anyio.create_task_group() as services:  # lifespan, the Date tick, signals
         try:
-            await _serve(app, config, services, sock, ready, shutdown)
-        except (LifespanFailure, OSError) as exc:  # raised below, outside the task group
-            failure = exc
+            await lifespan.startup(services)
+            listener, (host, port) = await _server.anyio_listener(config, sock, context)
+        except (LifespanFailure, OSError) as exc:  # raised below, not in an ExceptionGroup
+            failure: BaseException | None = exc
+        else:
+            failure = None
+            state = ServerState(app, config, lifespan.state)
+            _server.load_tls(state, config, context)
+            logger.info("toy-anyio (%s) running on %s://%s:%d (Press CTRL+C to quit)",
+                        sniffio.current_async_library(), "https" if context else "http", host,
+                        port)
+            await _serve(state, listener, ready, (host, port), services, shutdown)
+        if not isinstance(failure, LifespanFailure):
+            await lifespan.shutdown()
         services.cancel_scope.cancel()
     if failure is not None:
         raise failure
 
 
+async def _serve(state: ServerState, listener: Any, ready: Any, address: tuple[str, int],
+                 services: TaskGroup, shutdown: Any) -> None:
+    draining = anyio.CancelScope()  # around the connections; its deadline: the graceful timeout
+    stop = shutdown if shutdown is not None else anyio.Event()
+    if shutdown is None and threading.current_thread() is threading.main_thread():
+        services.start_soon(_server.anyio_signals, stop, draining.cancel)
+    services.start_soon(_server.anyio_tick, state)
+
+    async def handle(stream: ByteStream) -> None:
+        await Connection(state, stream).run()
+
+    # --8<-- [start:serve]
+    with draining:
+        async with anyio.create_task_group() as connections:
+            accepting = anyio.CancelScope()  # the listener's scope
+
+            async def accept() -> None:
+                with accepting:
+                    await listener.serve(handle, connections)
+                await listener.aclose()
+
+            connections.start_soon(accept)
+            if ready is not None:
+                ready(address)
+            await stop.wait()
+            logger.info("shutting down")
+            accepting.cancel()  # stop accepting
+            for connection in list(state.connections):
+                connection.shutdown()  # idle ones close now, busy ones after their response
+            timeout = state.config.timeout_graceful_shutdown
+            if timeout is not None:
+                draining.deadline = anyio.current_time() + timeout
+        # leaving the task group waits for every connection, and so for every app
+    if draining.cancelled_caught:
+        logger.warning("graceful shutdown timed out or was cut short; cancelled the rest")
+    # --8<-- [end:serve]
+
+
 def run(app: ASGIApp, config: Config, backend: str = "asyncio") -> None:
     """Block serving ``app`` (``toyserve --server toy-anyio``): on asyncio with the
     configured event loop (uvloop where chosen), or on ``backend="trio"``."""
-    run_server(serve, app, config, backend=backend)
+    _server.run_server(serve, app, config, backend=backend)

@@ -11,6 +11,7 @@ to it is written here once, with no I/O in it:
 - ``protocol_error_status``: h11's own refusal as a status (414 for a request line too long);
 - ``request_scope``: an ``h11.Request`` checked and turned into the ASGI ``http`` scope, or the
   status to answer instead (with CONNECT and ``limit_concurrency``);
+- ``take_body``: an ``h11.Data`` counted against ``max_body_size`` and handed to the cycle;
 - ``H11Cycle``: the base of both servers' ``RequestResponseCycle``: ``frame()`` turns the app's
   ``http.response.start`` / ``http.response.body`` messages into h11 events and bytes; the
   server only writes them (at once, or awaiting its stream).
@@ -34,6 +35,7 @@ from toyservers import asgi, http1
 from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
+from toyservers.flow_control import HIGH_WATER_LIMIT
 
 END_OF_MESSAGE = h11.EndOfMessage()
 
@@ -119,6 +121,25 @@ def request_scope(connection: H11Connection, event: h11.Request) -> Scope | int:
             log_access(connection.client, scope, 503)
         return 503
     return scope
+
+
+def take_body(connection: H11Connection, cycle: H11Cycle | None, data: bytes) -> int:
+    """Count request body ``data`` and hand it to ``cycle``, waking its ``receive()``.
+
+    Returns 413 past ``max_body_size`` (RFC 9110 §15.5.14: a chunked body; a Content-Length
+    is refused before), 1 once ``HIGH_WATER_LIMIT`` bytes wait for the app (stop reading until
+    its ``receive()`` takes them), else 0. Body for a cycle already answered is dropped (RFC
+    9112 §9.3: read to its end, then the connection may persist).
+    """
+    connection.body_size += len(data)
+    max_body = connection.state.config.max_body_size
+    if max_body is not None and connection.body_size > max_body:
+        return 413
+    if cycle is None or cycle.response_complete:
+        return 0
+    cycle.body += data  # b"" + data is data itself; the rest is bounded by the pause
+    cycle.wake()
+    return 1 if len(cycle.body) >= HIGH_WATER_LIMIT else 0
 
 
 # --- the response, framed by h11 ---------------------------------------------------------------

@@ -41,8 +41,13 @@ from toyservers._server import HTTPProtocol, ServerState, run_server, serve_prot
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
-from toyservers.flow_control import HIGH_WATER_LIMIT
-from toyservers.h11_checks import H11Cycle, fields_status, protocol_error_status, request_scope
+from toyservers.h11_checks import (
+    H11Cycle,
+    fields_status,
+    protocol_error_status,
+    request_scope,
+    take_body,
+)
 
 # --- constants -------------------------------------------------------------------------------
 
@@ -143,19 +148,11 @@ class H11Protocol(HTTPProtocol):
                 return
             kind = type(event)
             if kind is h11.Data:
-                data: bytes = event.data  # type: ignore[union-attr]
-                self.body_size += len(data)
-                max_body = self.config.max_body_size
-                if max_body is not None and self.body_size > max_body:
-                    self.send_error(413)  # a chunked body; a Content-Length is checked earlier
+                status = take_body(self, self.cycle, event.data)  # type: ignore[union-attr]
+                if status == 413:
+                    self.send_error(413)
                     return
-                cycle = self.cycle
-                if cycle is None or cycle.response_complete:
-                    continue  # answered already: drop the rest (RFC 9112 §9.3; unread_body_closes)
-                cycle.body += data  # b"" + data is data itself; the rest is bounded by the pause
-                cycle.wake()
-                if len(cycle.body) >= HIGH_WATER_LIMIT:
-                    # Enough for the app: stop reading until its receive() takes it.
+                if status:  # enough for the app: stop reading until its receive() takes it
                     self.flow.pause_reading()
                     self.deadline.clear()
                     return
