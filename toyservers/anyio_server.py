@@ -30,6 +30,7 @@ hypercorn/protocol/h11.py with hypercorn/trio/tcp_server.py, and toyservers/h11_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import socket
@@ -341,7 +342,8 @@ class RequestResponseCycle(H11Cycle):
     async def wait_for_body(self) -> None:
         if self.pending:  # from write_continue, just before this wait
             data, self.pending = self.pending, b""
-            await self.write(data)
+            with contextlib.suppress(ClientDisconnected):  # receive() then says so
+                await self.write(data)
         self.waker = waker = anyio.Event()
         self.resume_reading()
         await waker.wait()
