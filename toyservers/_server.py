@@ -400,19 +400,26 @@ async def _drain(state: ServerState, timeout: float | None, force_exit: asyncio.
 
 
 async def anyio_listener(config: Config, sock: socket.socket | None,
-                         context: ssl.SSLContext | None) -> tuple[Any, tuple[str, int]]:
+                         context: ssl.SSLContext | None, rcvbuf: int | None = None
+                         ) -> tuple[Any, tuple[str, int]]:
     """An anyio listener on ``sock`` (bound; listened on here) or on ``config.host``/``port``,
     wrapped in TLS when ``context`` is given (its handshake bounded by ``timeout_headers``),
-    and the bound ``(host, port)``. Raises OSError when the address cannot be bound."""
+    and the bound ``(host, port)``. ``rcvbuf``: the kernel receive buffer of every accepted
+    socket, bytes (``SO_RCVBUF``; None: the kernel's autotuning). Raises OSError when the
+    address cannot be bound."""
     if sock is not None:
         sock.listen(config.backlog)
         listener: Any = await anyio.abc.SocketListener.from_socket(sock)
-        bound = listener
+        listeners = [listener]
     else:
         listener = await anyio.create_tcp_listener(
             local_host=config.host, local_port=config.port, backlog=config.backlog)
-        bound = listener.listeners[0]
-    host, port = bound.extra(anyio.abc.SocketAttribute.local_address)[:2]
+        listeners = listener.listeners
+    if rcvbuf is not None:  # accepted sockets inherit it from the listening one
+        for one in listeners:
+            one.extra(anyio.abc.SocketAttribute.raw_socket).setsockopt(
+                socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    host, port = listeners[0].extra(anyio.abc.SocketAttribute.local_address)[:2]
     if context is not None:  # standard_compatible=False: closing never waits on the client
         listener = TLSListener(listener, context, standard_compatible=False,
                                handshake_timeout=config.timeout_headers)

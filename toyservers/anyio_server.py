@@ -58,6 +58,9 @@ logger = logging.getLogger("toyservers.error")
 MAX_RECEIVE = 256 * 1024  # bytes asked of receive(): uvloop's read size (anyio copies to split)
 MAX_EVENTS = 512  # events pulled out of h11 before other tasks get a turn (as toy-h11)
 GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
+# The kernel receive buffer of a connection on asyncio, bytes: what libuv may read into anyio's
+# queue before read_on_demand runs (up to 8 MB with the kernel's autotuning: 1 run in 12).
+RCVBUF = 256 * 1024
 
 
 # --- wire helpers ------------------------------------------------------------------------------
@@ -69,7 +72,8 @@ def read_on_demand(stream: ByteStream) -> None:
     anyio's asyncio stream reads while a ``receive()`` waits and pauses once it wakes; but
     uvloop (libuv) reads up to 32 times 256 KiB per wake-up: 8 MB of a 10 MB upload sat in
     anyio's queue (the conformance suite's RSS bound failed). Paused now and after every
-    read, it reads once per wait. Trio reads only when asked: nothing to do there.
+    read, it reads once per wait. Before this runs (from accept to the connection's task),
+    libuv reads already: ``RCVBUF`` bounds that. Trio reads only when asked.
     """
     inner = getattr(stream, "transport_stream", stream)  # a TLSStream wraps the socket's
     transport, protocol = getattr(inner, "_transport", None), getattr(inner, "_protocol", None)
@@ -404,7 +408,8 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
     async with anyio.create_task_group() as services:  # lifespan, the Date tick, signals
         try:
             await lifespan.startup(services)
-            listener, (host, port) = await _server.anyio_listener(config, sock, context)
+            rcvbuf = RCVBUF if sniffio.current_async_library() == "asyncio" else None
+            listener, (host, port) = await _server.anyio_listener(config, sock, context, rcvbuf)
         except (LifespanFailure, OSError) as exc:  # raised below, not in an ExceptionGroup
             failure: BaseException | None = exc
         else:
