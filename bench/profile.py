@@ -78,7 +78,8 @@ PROFILERS = ("pyinstrument", "cprofile")
 RAW = "raw"
 DEFAULT_SERVER = "uvicorn"
 #: ASGI servers that run the app in the process we start, so a profiler in it sees the app.
-PROFILABLE = ("uvicorn", "uvicorn-h11", "toy-raw", "toy-h11", "toy-httptools")
+PROFILABLE = ("uvicorn", "uvicorn-h11", "toy-raw", "toy-h11", "toy-httptools", "toy-anyio",
+              "toy-anyio-trio")
 #: Rows in each table of the cProfile report.
 TOP = 25
 #: pyinstrument's ``profile-top.txt`` keeps branches with at least this share of the time.

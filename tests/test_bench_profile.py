@@ -147,7 +147,8 @@ def test_resolve_refuses_bad_names(layer: str, server: str | None, profiler: str
     (("--layer", "django"), "unknown layer 'django' (known: asyncio, asgi, starlette, fastapi)"),
     (("--layer", "asgi", "--server", "hypercorn"),
      "hypercorn runs the app outside the process bench starts, so a profiler cannot see it "
-     "(profilable: uvicorn, uvicorn-h11, toy-raw, toy-h11, toy-httptools)"),
+     "(profilable: uvicorn, uvicorn-h11, toy-raw, toy-h11, toy-httptools, toy-anyio, "
+     "toy-anyio-trio)"),
 ])
 def test_bad_names_end_with_one_line_and_no_output(tmp_path: Path, args: tuple[str, ...],
                                                    message: str) -> None:

@@ -18,6 +18,9 @@ implements ``shutdown()``; its ``serve()`` hands that class to ``serve_protocol`
   ``timeout_graceful_shutdown`` seconds, then lifespan shutdown. A second signal during the
   wait cuts it short, as in uvicorn.
 - ``run_server``: pick the event loop (uvloop when asked or available) and run until stopped.
+- for toy-anyio, which runs on anyio instead of ``asyncio.Protocol``: ``anyio_listener`` (a
+  listener on the configured address or a given socket, TLS through anyio), ``anyio_tick``
+  (the ``Date`` header) and ``anyio_signals`` (SIGINT/SIGTERM), on asyncio and trio alike.
 
 Compare with: uvicorn/server.py (Server.serve, main_loop, on_tick, shutdown,
 handle_exit), uvicorn/protocols/http/httptools_impl.py (``connection_made``,
@@ -39,6 +42,10 @@ from collections.abc import Callable, Coroutine
 from email.utils import formatdate
 from pathlib import Path
 from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+from anyio.streams.tls import TLSListener
 
 from toyservers._types import ASGIApp, Headers
 from toyservers.config import Config
@@ -65,7 +72,8 @@ class ServerState:
         config: the settings.
         lifespan_state: the lifespan ``state`` dict; copy it into each request scope.
         connections: live connections (protocol objects add and remove themselves).
-        tasks: running ``run_asgi`` tasks (add, and discard when done).
+        tasks: the running apps (add, and discard when done): ``run_asgi`` Tasks (toy-anyio,
+            whose tasks belong to anyio task groups: its request cycles).
         default_headers: ``[(b"date", ...), (b"server", b"toyservers")]`` as ASGI headers.
         default_headers_bytes: the same, already framed as ``name: value\\r\\n`` lines.
         server_cert: the PEM certificate the server presents, when it serves TLS.
@@ -77,7 +85,7 @@ class ServerState:
         self.config = config
         self.lifespan_state = lifespan_state
         self.connections: set[Connection] = set()
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[Any] = set()
         self.default_headers: Headers = []
         self.default_headers_bytes = b""
         self.refresh_default_headers()
@@ -106,9 +114,10 @@ def _first_certificate(pem: str) -> str | None:
 TLS_VERSIONS = {"TLSv1": 0x0301, "TLSv1.1": 0x0302, "TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
 
 
-def tls_extension(transport: asyncio.BaseTransport, state: ServerState
+def tls_extension(ssl_object: ssl.SSLObject | None, state: ServerState
                   ) -> dict[str, Any] | None:
-    """The ``tls`` entry of ``scope["extensions"]`` for a connection over TLS, else None.
+    """The ``tls`` entry of ``scope["extensions"]`` for a connection over TLS (its
+    ``ssl_object``, from the transport or the stream), else None.
 
     Shape: ``server_cert`` (PEM str), ``client_cert_chain`` ([]: no client certificates are
     requested), ``client_cert_name`` and ``client_cert_error`` (None), ``tls_version`` (e.g.
@@ -116,7 +125,6 @@ def tls_extension(transport: asyncio.BaseTransport, state: ServerState
     after the handshake. Spec: ASGI TLS extension
     (https://asgi.readthedocs.io/en/latest/specs/tls.html).
     """
-    ssl_object = transport.get_extra_info("ssl_object")
     if ssl_object is None:
         return None
     cipher = ssl_object.cipher()
@@ -243,7 +251,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.client = _address(transport.get_extra_info("peername"))
         self.server = _address(transport.get_extra_info("sockname"))
         self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
-        self.tls = tls_extension(transport, self.state)
+        self.tls = tls_extension(transport.get_extra_info("ssl_object"), self.state)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -295,8 +303,11 @@ class HTTPProtocol(asyncio.Protocol):
 ProtocolFactory = Callable[[ServerState], asyncio.Protocol]
 
 
-def _ssl_context(config: Config, alpn_protocols: list[str] | None = None
-                 ) -> ssl.SSLContext | None:
+def ssl_context(config: Config, alpn_protocols: list[str] | None = None
+                ) -> ssl.SSLContext | None:
+    """The server's TLS context when ``ssl_certfile`` and ``ssl_keyfile`` are set, else None.
+    ``alpn_protocols``: the protocols offered by ALPN, preferred first (RFC 7301).
+    Raises ssl.SSLError for files that hold no usable certificate and key (or none at all)."""
     if not (config.ssl_certfile and config.ssl_keyfile):
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -309,6 +320,14 @@ def _ssl_context(config: Config, alpn_protocols: list[str] | None = None
     except OSError as exc:  # unreadable file: not a failure to listen, say so
         raise ssl.SSLError(f"cannot read {exc.filename or 'the files'}: {exc.strerror}") from exc
     return context
+
+
+def load_tls(state: ServerState, config: Config, context: ssl.SSLContext | None) -> None:
+    """Fill ``state.server_cert`` and ``state.cipher_ids`` for the ASGI tls extension."""
+    if context is not None and config.ssl_certfile:
+        state.server_cert = _first_certificate(Path(config.ssl_certfile).read_text())
+        # the low 16 bits of OpenSSL's id are the suite's number in the IANA registry
+        state.cipher_ids = {c["name"]: c["id"] & 0xFFFF for c in context.get_ciphers()}
 
 
 async def serve_protocol(
@@ -341,14 +360,11 @@ async def serve_protocol(
     """
     loop = asyncio.get_running_loop()
     # before startup: a bad certificate starts nothing
-    ssl_context = _ssl_context(config, alpn_protocols)
+    context = ssl_context(config, alpn_protocols)
     lifespan = Lifespan(app, config.lifespan)
     await lifespan.startup()
     state = ServerState(app, config, lifespan.state)
-    if ssl_context is not None and config.ssl_certfile:
-        state.server_cert = _first_certificate(Path(config.ssl_certfile).read_text())
-        # the low 16 bits of OpenSSL's id are the suite's number in the IANA registry
-        state.cipher_ids = {c["name"]: c["id"] & 0xFFFF for c in ssl_context.get_ciphers()}
+    load_tls(state, config, context)
 
     force_exit = asyncio.Event()
     if shutdown is None:
@@ -368,17 +384,17 @@ async def serve_protocol(
     try:
         if sock is not None:
             server = await loop.create_server(
-                factory, sock=sock, backlog=config.backlog, ssl=ssl_context
+                factory, sock=sock, backlog=config.backlog, ssl=context
             )
         else:
             server = await loop.create_server(
-                factory, config.host, config.port, backlog=config.backlog, ssl=ssl_context
+                factory, config.host, config.port, backlog=config.backlog, ssl=context
             )
     except BaseException:
         await lifespan.shutdown()
         raise
     host, port = server.sockets[0].getsockname()[:2]
-    scheme = "https" if ssl_context else "http"
+    scheme = "https" if context else "http"
     logger.info("%s running on %s://%s:%d (Press CTRL+C to quit)", name, scheme, host, port)
     if ready is not None:
         ready((host, port))
@@ -422,6 +438,53 @@ async def _drain(state: ServerState, timeout: float | None, force_exit: asyncio.
         await asyncio.sleep(0.05)
 
 
+# --- on anyio (toy-anyio, on asyncio or trio) -------------------------------------------------
+
+
+async def anyio_listener(config: Config, sock: socket.socket | None,
+                         context: ssl.SSLContext | None, rcvbuf: int | None = None
+                         ) -> tuple[Any, tuple[str, int]]:
+    """An anyio listener on ``sock`` (bound; listened on here) or on ``config.host``/``port``,
+    wrapped in TLS when ``context`` is given (its handshake bounded by ``timeout_headers``),
+    and the bound ``(host, port)``. ``rcvbuf``: the kernel receive buffer of every accepted
+    socket, bytes (``SO_RCVBUF``; None: the kernel's autotuning). Raises OSError when the
+    address cannot be bound."""
+    if sock is not None:
+        sock.listen(config.backlog)
+        listener: Any = await anyio.abc.SocketListener.from_socket(sock)
+        listeners = [listener]
+    else:
+        listener = await anyio.create_tcp_listener(
+            local_host=config.host, local_port=config.port, backlog=config.backlog)
+        listeners = listener.listeners
+    if rcvbuf is not None:  # accepted sockets inherit it from the listening one
+        for one in listeners:
+            one.extra(anyio.abc.SocketAttribute.raw_socket).setsockopt(
+                socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    host, port = listeners[0].extra(anyio.abc.SocketAttribute.local_address)[:2]
+    if context is not None:  # standard_compatible=False: closing never waits on the client
+        listener = TLSListener(listener, context, standard_compatible=False,
+                               handshake_timeout=config.timeout_headers)
+    return listener, (host, port)
+
+
+async def anyio_tick(state: ServerState) -> None:
+    """Refresh the ``Date`` header once a second, until cancelled."""
+    while True:
+        await anyio.sleep(1.0)
+        state.refresh_default_headers()
+
+
+async def anyio_signals(stop: Any, force_exit: Callable[[], object]) -> None:
+    """On SIGINT/SIGTERM set ``stop``; on a second one call ``force_exit`` (as uvicorn: a
+    second Ctrl+C does not wait any more). Main thread only."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if stop.is_set():
+                force_exit()
+            stop.set()
+
+
 def new_event_loop_factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop]:
     """The event loop factory for ``loop``.
 
@@ -439,9 +502,12 @@ def new_event_loop_factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop]
 
 
 def run_server(
-    serve: Callable[..., Coroutine[Any, Any, None]], app: ASGIApp, config: Config
+    serve: Callable[..., Coroutine[Any, Any, None]], app: ASGIApp, config: Config,
+    *, backend: str = "asyncio",
 ) -> None:
     """Block running ``serve(app, config)`` on the configured loop; exit with a clear message.
+
+    ``backend="trio"`` runs it on trio through ``anyio.run`` instead (toy-anyio-trio).
 
     Exits the process (``SystemExit``) with status 3 when lifespan startup fails and 1 when the
     address cannot be bound or the TLS certificate and key cannot be loaded, printing one line,
@@ -449,8 +515,11 @@ def run_server(
     """
     factory = new_event_loop_factory(config.loop)
     try:
-        with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(serve(app, config))
+        if backend == "asyncio":
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runner.run(serve(app, config))
+        else:
+            anyio.run(serve, app, config, backend=backend)
     except LifespanFailure as exc:
         logger.error("application startup failed: %s", exc)
         sys.exit(3)

@@ -96,7 +96,6 @@ class Connection(Protocol):
     scheme: str
     tls: dict[str, Any] | None
     state: ServerState
-    loop: asyncio.AbstractEventLoop
 
     def send_error(self, status: int) -> None:
         """Answer ``status`` and close; only close when the response is already on the wire."""
@@ -171,10 +170,7 @@ class RequestResponseCycle:
         # Once the app has the whole body (body_done), only a disconnect can follow.
         while not self.body and (self.more_body or self.body_done) and not (
                 self.disconnected or self.response_complete):
-            self.waiter = self.protocol.loop.create_future()
-            self.resume_reading()  # may hand over held-back body and wake the waiter at once
-            await self.waiter
-            self.waiter = None
+            await self.wait_for_body()
         if self.disconnected or self.response_complete:
             return {"type": "http.disconnect"}
         body, self.body = self.body, b""
@@ -185,6 +181,15 @@ class RequestResponseCycle:
             self.body_done = True
         return {"type": "http.request", "body": body, "more_body": more_body}
     # --8<-- [end:receive]
+
+    async def wait_for_body(self) -> None:
+        """Let the client send more (``resume_reading``) and wait for ``wake()``: body bytes,
+        the end of the body, a disconnect or the end of the response. A server on another
+        I/O model than asyncio's overrides this and ``wake`` (toy-anyio: an anyio Event)."""
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.resume_reading()  # may hand over held-back body and wake the waiter at once
+        await self.waiter
+        self.waiter = None
 
     def write_continue(self) -> None:
         """Write ``100 Continue`` if no byte of the response is out (RFC 9110 §15.2)."""

@@ -188,6 +188,8 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
         worker_class=worker_class, threads=threads,  # type: ignore[arg-type]
         workers=workers,
     )
+    if workers > 1 and not SERVERS[server].multiprocess:
+        raise click.UsageError(f"{server} runs one process only: {SERVERS[server].one_process}")
     if workers > 1:  # the master imports the app only with --preload (gunicorn's rule)
         settings = supervisor.Settings(
             reuse_port=reuse_port, timeout=timeout, max_requests=max_requests,

@@ -7,10 +7,11 @@ wants more bytes, ``PAUSED`` when the client is ahead of us); the ASGI side turn
 messages into ``Response``/``Data``/``EndOfMessage`` events and ``conn.send`` turns those into
 bytes for ``transport.write``. Each request runs the app in its own Task
 (``RequestResponseCycle.run_asgi``); when both sides are ``DONE``, ``start_next_cycle`` readies
-the connection for the next request. h11 checks the grammar; ``request_status`` adds what h11
-lets through, with the shared checks of ``toyservers.http1``. Where h11 decides otherwise than
-our contract (obs-fold, bare LF, repeated Content-Length, 501 for any Transfer-Encoding but
-``chunked``, chunk extensions), toy-h11 goes with h11: see ``tests/hostile/corpus.py``.
+the connection for the next request. h11 checks the grammar; ``toyservers.h11_checks`` (shared
+with toy-anyio) checks what h11 lets through and frames the app's messages as h11 events.
+Where h11 decides otherwise than our contract (obs-fold, bare LF, repeated Content-Length, 501
+for any Transfer-Encoding but ``chunked``, chunk extensions), toy-h11 goes with h11: see
+``tests/hostile/corpus.py``.
 
 Deliberately left out: WebSocket and other protocol upgrades (served as plain HTTP), CONNECT
 (501), HTTP/1.0 keep-alive (h11 always closes HTTP/1.0 connections, which RFC 9112 §9.3
@@ -31,64 +32,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 import h11
 
 from toyservers import asgi, http1
 from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
-from toyservers._types import ASGIApp, Headers, Message, Scope
-from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
+from toyservers._types import ASGIApp, Message, Scope
+from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
-from toyservers.flow_control import HIGH_WATER_LIMIT
+from toyservers.h11_checks import (
+    H11Cycle,
+    fields_status,
+    protocol_error_status,
+    request_scope,
+    take_body,
+)
 
 # --- constants -------------------------------------------------------------------------------
 
-END_OF_MESSAGE = h11.EndOfMessage()
 # Events pulled out of h11 in one go before the loop gets a turn: a burst of 1-byte chunks is
 # 300k Data events of ~8 µs each, and no other connection may wait for all of them.
 MAX_EVENTS = 512
-
-
-# --- wire helpers ----------------------------------------------------------------------------
-
-
-def fields_status(fields: Headers, config: Config) -> int:
-    """431 for a field section over ``max_headers`` lines or ``max_header_size`` bytes (RFC
-    6585 §5), 400 for a control byte h11 let by in a value (RFC 9110 §5.5), else 0."""
-    count = len(fields)  # each field line is name ": " value CRLF
-    if count > config.max_headers or sum(map(len, chain.from_iterable(fields))) + 4 * count \
-            > config.max_header_size:
-        return 431
-    return 400 if http1.bad_field_value(b" ".join(map(itemgetter(1), fields))) else 0
-
-
-def request_status(event: h11.Request, headers: Headers, config: Config) -> int:
-    """0 when the request h11 parsed may go to the app, else the status to refuse it with.
-
-    h11 has checked the request line and field syntax, one Host in HTTP/1.1, Content-Length
-    digits and a lone ``Transfer-Encoding: chunked``; this checks what it lets through.
-    """
-    if event.http_version[:1] != b"1":
-        return 505  # RFC 9110 §15.6.6: the major version is not supported
-    if len(event.method) + len(event.target) + 10 > config.max_request_line:
-        return 414  # RFC 9110 §15.5.15
-    if status := fields_status(headers, config):
-        return status
-    fields = dict(headers)  # h11 allows one Host, Content-Length and Transfer-Encoding each
-    version = "1.0" if event.http_version == b"1.0" else "1.1"
-    length = fields.get(b"content-length")
-    if b"transfer-encoding" in fields:  # h11 passes only "chunked"; 501 for any other coding
-        return http1.transfer_coding_status(b"chunked", version, length is not None)
-    if length is not None:
-        if int(length) > http1.MAX_CONTENT_LENGTH:
-            return 400  # RFC 9112 §6.3 rule 5: an overflowing length is invalid
-        if config.max_body_size is not None and int(length) > config.max_body_size:
-            return 413  # RFC 9110 §15.5.14
-    host = fields.get(b"host")
-    return http1.host_status([] if host is None else [host], version)
 
 
 # --- the protocol class ----------------------------------------------------------------------
@@ -179,23 +144,15 @@ class H11Protocol(HTTPProtocol):
             try:
                 event = conn.next_event()
             except h11.RemoteProtocolError as exc:
-                self.send_error(self.protocol_error_status(exc))
+                self.send_error(protocol_error_status(exc, conn, self.config, self.cycle is None))
                 return
             kind = type(event)
             if kind is h11.Data:
-                data: bytes = event.data  # type: ignore[union-attr]
-                self.body_size += len(data)
-                max_body = self.config.max_body_size
-                if max_body is not None and self.body_size > max_body:
-                    self.send_error(413)  # a chunked body; a Content-Length is checked earlier
+                status = take_body(self, self.cycle, event.data)  # type: ignore[union-attr]
+                if status == 413:
+                    self.send_error(413)
                     return
-                cycle = self.cycle
-                if cycle is None or cycle.response_complete:
-                    continue  # answered already: drop the rest (RFC 9112 §9.3; unread_body_closes)
-                cycle.body += data  # b"" + data is data itself; the rest is bounded by the pause
-                cycle.wake()
-                if len(cycle.body) >= HIGH_WATER_LIMIT:
-                    # Enough for the app: stop reading until its receive() takes it.
+                if status:  # enough for the app: stop reading until its receive() takes it
                     self.flow.pause_reading()
                     self.deadline.clear()
                     return
@@ -241,37 +198,14 @@ class H11Protocol(HTTPProtocol):
         self.loop.call_soon(self.handle_events)
     # --8<-- [end:handle_events]
 
-    def protocol_error_status(self, exc: h11.RemoteProtocolError) -> int:
-        """h11's status hint, but 414 when its 431 is for a request line that has not ended."""
-        status: int = exc.error_status_hint
-        limit = self.config.max_request_line + 2
-        if status == 431 and self.cycle is None and b"\n" not in self.conn.trailing_data[0][:limit]:
-            status = 414  # RFC 9110 §15.5.15 (h11 sees only an incomplete head too large)
-        return status
-
     def on_request(self, event: h11.Request) -> bool:
         """Check the request, build the ASGI scope and start the app's Task; False when we
         answered instead (then the connection closes)."""
         self.deadline.clear()
         self.body_size = 0
-        headers = [(name.lower(), value) for name, value in event.headers.raw_items()]
-        status = request_status(event, headers, self.config)
-        method = event.method.decode("ascii")
-        try:
-            raw_path, query_string = http1.split_target(method, event.target)
-        except http1.BadTarget:
-            status = status or 400  # RFC 9112 §3.2: none of the four request-target forms
-        if not status and method == "CONNECT":
-            status = 501  # deliberately left out
-        if status:
-            self.send_error(status)
-            return False
-        version = "1.0" if event.http_version == b"1.0" else "1.1"
-        scope = http_scope(self, method, version, raw_path, query_string, headers)
-        if at_concurrency_limit(self.state):
-            if self.access_log:  # logged like any response, as uvicorn and toy-httptools do
-                log_access(self.client, scope, 503)
-            self.send_error(503)
+        scope = request_scope(self, event)
+        if isinstance(scope, int):
+            self.send_error(scope)
             return False
         self.cycle = cycle = RequestResponseCycle(self, scope)
         cycle.start_task(self.app)
@@ -311,33 +245,23 @@ class H11Protocol(HTTPProtocol):
 # --- the per-request cycle -------------------------------------------------------------------
 
 
-class RequestResponseCycle(asgi.RequestResponseCycle):
-    """One request: the app's ``send`` and the hooks of ``receive`` (the base holds the body,
-    ``receive`` and ``run_asgi``).
+class RequestResponseCycle(H11Cycle):
+    """One request: the app's ``send`` and the hooks of ``receive`` (``H11Cycle`` frames the
+    messages through h11; ``asgi.RequestResponseCycle`` holds the body, ``receive`` and
+    ``run_asgi``)."""
 
-    The response head is framed with the first body message ("the protocol server must not
-    start sending the response to the client until it has received at least one Response Body
-    event", ASGI HTTP spec), so a small response leaves in one ``transport.write``.
-    """
-
-    __slots__ = ("conn", "transport", "flow", "keep_alive", "fields", "status", "no_body")
+    __slots__ = ("transport", "flow")
 
     def __init__(self, protocol: H11Protocol, scope: Scope) -> None:
-        super().__init__(protocol, scope, protocol.conn.they_are_waiting_for_100_continue)
+        super().__init__(protocol, scope)
         self.protocol: H11Protocol = protocol
-        self.conn, self.transport, self.flow = protocol.conn, protocol.transport, protocol.flow
-        self.keep_alive = True  # False: close after this response (graceful shutdown)
-        self.fields: http1.ResponseFields | None = None  # the checked head, until written
-        self.status = 0
-        self.no_body = False  # the response has no content: HEAD, 204, 304 (RFC 9110 §6.4.1)
+        self.transport, self.flow = protocol.transport, protocol.flow
 
     # ASGI interface
 
     def write_continue(self) -> None:
-        # h11 clears the flag once our Response is sent, or body came (RFC 9110 §15.2).
-        if self.conn.they_are_waiting_for_100_continue:
-            self.transport.write(self.conn.send(h11.InformationalResponse(
-                status_code=100, headers=[], reason=b"Continue")))
+        if data := self.continue_bytes():
+            self.transport.write(data)
 
     def resume_reading(self) -> None:
         if self.flow.read_paused:
@@ -347,83 +271,21 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:
-        """Frame ``http.response.start`` / ``http.response.body`` through h11 and write them.
+        """Frame the app's message through h11 (``H11Cycle.frame``) and write it.
 
-        Raises ClientDisconnected once the client is gone, http1.ResponseError for what
-        ``check_response`` refuses, RuntimeError for a message out of order, and
-        h11.LocalProtocolError for more or less body than the app's Content-Length.
+        Raises ClientDisconnected once the client is gone, and what ``frame`` raises.
         """
         if self.flow.write_paused and not self.disconnected:
             await self.flow.drain()
         if self.disconnected:
             raise ClientDisconnected("the client has disconnected")
-        kind = message["type"]
-        if not self.response_started:
-            if kind != "http.response.start":
-                raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            # Checked now, as strictly as the other servers do, so nothing bad is ever framed.
-            self.fields = http1.check_response(message["status"], message.get("headers", ()),
-                                               self.protocol.state.default_headers)
-            self.status = message["status"]
-            self.response_started = True
-            if self.protocol.access_log:
-                log_access(self.protocol.client, self.scope, self.status)
-            return
-        if kind != "http.response.body" or self.response_complete:
-            raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
-        body = message.get("body", b"")
-        if type(body) is not bytes:
-            raise http1.ResponseError(f"response body must be bytes, not {type(body).__name__}")
-        more_body = message.get("more_body", False)
-        conn = self.conn
-        parts: list[bytes] = []
-        fields = self.fields
-        if fields is not None:  # the first body message: the head goes out with it
-            parts = self.response_head(fields, body, more_body)
-        if body and not self.no_body:
-            parts += conn.send_with_data_passthrough(h11.Data(data=body)) or ()
-        if not more_body:
-            parts += conn.send_with_data_passthrough(END_OF_MESSAGE) or ()
-            self.response_complete = True
-        if parts:
-            self.transport.write(b"".join(parts))  # one write: head and body leave together
+        data = self.frame(message)
+        if data:
+            self.transport.write(data)
         if self.response_complete:
             self.wake()
             self.protocol.on_response_complete(self.keep_alive)
     # --8<-- [end:send]
-
-    def response_head(self, fields: http1.ResponseFields, body: bytes, more_body: bool
-                      ) -> list[bytes]:
-        """The head, framed by h11: its status line and the framing fields h11 decides on
-        (Content-Length, ``Transfer-Encoding: chunked`` or ``Connection: close``), with the
-        app's checked fields (and our Date and Server) after the status line."""
-        self.fields = None
-        status = self.status
-        self.no_body = self.scope["method"] == "HEAD" or status == 204 or status == 304
-        length = fields.content_length
-        if length is None and not more_body and status != 204 and status != 304 and (
-                body or not self.no_body):
-            length = len(body)  # the whole body is here: say its size instead of chunking
-        elif length is not None and not self.no_body and len(body) != length and (
-                len(body) > length or not more_body):  # refused before h11 writes a byte
-            raise http1.ResponseError(f"{len(body)} body bytes for Content-Length {length}")
-        lines = fields.lines  # name, b": ", value, b"\r\n" for each field
-        if fields.content_length is not None:  # h11 writes it, from the framing fields
-            at = lines[::4].index(b"content-length") * 4
-            del lines[at:at + 4]
-        framing = [] if length is None else [(b"content-length", b"%d" % length)]
-        if fields.close or not self.keep_alive or (self.more_body and self.unread_body_closes()):
-            framing.append((b"connection", b"close"))
-        parts = self.conn.send_with_data_passthrough(h11.Response(
-            status_code=self.status, headers=framing, reason=http1.reason(self.status))) or []
-        parts.insert(1, b"".join(lines))
-        return parts
-
-    def unread_body_closes(self) -> bool:
-        """Must this response, framed before the request body ended, close (RFC 9112 §9.3)?"""
-        length = dict(self.scope["headers"]).get(b"content-length")
-        rest = None if length is None else int(length) - self.protocol.body_size
-        return http1.unread_body_closes(self.expect_100, rest)
 
 
 # --- serve() and run() -----------------------------------------------------------------------

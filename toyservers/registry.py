@@ -6,7 +6,8 @@ one module plus one entry here. An entry is data: how its command line is built 
 several worker processes, the protocols it speaks, which distribution's version to report,
 and, for our own servers, the module holding ``serve()`` and ``run()``.
 
-Names: ``toy-raw``, ``toy-h11``, ``toy-httptools`` (ours, ASGI); ``toy-wsgi`` and
+Names: ``toy-raw``, ``toy-h11``, ``toy-httptools``, ``toy-anyio`` and ``toy-anyio-trio``
+(ours, ASGI; the last two are one module on anyio, run on asyncio and on trio); ``toy-wsgi`` and
 ``toy-wsgi-gthread`` (ours, WSGI: the sync and the gthread worker); ``uvicorn`` (httptools +
 uvloop), ``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers);
 ``gunicorn``, ``gunicorn-gthread``, ``waitress``, ``bjoern`` and ``wsgiref`` (reference WSGI
@@ -27,7 +28,7 @@ import shutil
 import string
 import sys
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -243,6 +244,10 @@ _GTHREAD = ("--worker-class", "gthread", "--threads", "{threads}")
 WSGI_THREADS = 4
 
 
+#: Why toy-anyio-trio takes no ``--workers``: the pre-fork supervisor's workers run asyncio.
+TRIO_ONE_PROCESS = "the pre-fork workers run asyncio: use toy-anyio for --workers"
+
+
 def _toy(name: str, module: str, description: str, interface: Interface = "asgi",
          threads: int | None = None, variant_of: str | None = None,
          protocols: frozenset[str] = frozenset({"http/1.1"})) -> ServerSpec:
@@ -253,6 +258,11 @@ def _toy(name: str, module: str, description: str, interface: Interface = "asgi"
                 threads=_GTHREAD if interface == "wsgi" else None)
     return ServerSpec(name, "toy", interface, "toyservers", description, argv,
                       protocols, module, variant_of=variant_of, threads=threads)
+
+
+def _one_process(spec: ServerSpec, why: str) -> ServerSpec:
+    """``spec`` without a workers option, and why."""
+    return replace(spec, argv=replace(spec.argv, workers=None), one_process=why)
 
 
 def _uvicorn(name: str, http: str, description: str, variant_of: str | None = None
@@ -309,6 +319,10 @@ def _entries() -> dict[str, ServerSpec]:
         _toy("toy-h2", "toyservers.h2_server",
              "ours: HTTP/2 with h2 (TLS+ALPN, prior knowledge, h2c), HTTP/1.1 by toy-httptools",
              protocols=frozenset({"http/1.1", "h2", "h2c"})),
+        _toy("toy-anyio", "toyservers.anyio_server",
+             "ours: h11 on anyio streams, task groups and cancel scopes (asyncio)"),
+        _one_process(_toy("toy-anyio-trio", "toyservers.anyio_trio", "ours: toy-anyio on trio"),
+                     TRIO_ONE_PROCESS),
         _toy("toy-wsgi", "toyservers.wsgi_server",
              "ours: WSGI on sockets and threads, sync worker (gthread with a thread count)",
              "wsgi"),

@@ -1,11 +1,12 @@
 """The ASGI app every server in the conformance suite serves: one route per behaviour probed.
 
-Plain ASGI 3.0 (no framework), so whatever the suite sees is the server's doing. Routes take
-their parameters from the query string. Some routes coordinate with the test through small
-in-process tables keyed by ``key=``: ``/hold`` and ``/expect`` wait until ``/release`` is
-called with the same key, ``/produce`` publishes how many bytes ``send()`` accepted at
-``/progress``, and ``/wait-disconnect``, ``/send-after-disconnect`` and ``/slow`` record what
-happened at ``/status``.
+Plain ASGI 3.0 (no framework), so whatever the suite sees is the server's doing. Its waits use
+anyio (events, sleeps, a timeout), so it runs on asyncio servers and on trio (toy-anyio-trio).
+Routes take their parameters from the query string. Some routes coordinate with the test
+through small in-process tables keyed by ``key=``: ``/hold`` and ``/expect`` wait until
+``/release`` is called with the same key, ``/produce`` publishes how many bytes ``send()``
+accepted at ``/progress``, and ``/wait-disconnect``, ``/send-after-disconnect`` and ``/slow``
+record what happened at ``/status``.
 Each server runs one process, so these tables are shared by all of its connections.
 
 Lifespan: on ``lifespan.startup`` the app stores ``{"lifespan": "started"}`` in the lifespan
@@ -18,12 +19,13 @@ early hints, pathsend, zerocopysend, tls).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
+
+import anyio
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -39,16 +41,16 @@ EARLY_LINK = b"</style.css>; rel=preload; as=style"
 # served by /pathsend and /zerocopysend: this very file
 SELF_PATH = os.path.abspath(__file__)
 
-RELEASES: dict[str, asyncio.Event] = {}
+RELEASES: dict[str, anyio.Event] = {}
 PROGRESS: dict[str, int] = {}
 STATUS: dict[str, str] = {}
 HOLD_TIMEOUT = 30.0  # seconds a held request waits for /release before giving up
 
 
-def _release_event(key: str) -> asyncio.Event:
+def _release_event(key: str) -> anyio.Event:
     event = RELEASES.get(key)
     if event is None:
-        event = RELEASES[key] = asyncio.Event()
+        event = RELEASES[key] = anyio.Event()
     return event
 
 
@@ -200,7 +202,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await _respond(send, HELLO, headers=[(b"connection", b"close")])
     elif path == "/delay":
         await _read_body(receive)
-        await asyncio.sleep(int(params.get("ms", "0")) / 1000)
+        await anyio.sleep(int(params.get("ms", "0")) / 1000)
         await _respond(send, params.get("id", "").encode())
     elif path == "/upload":
         size, messages, _ = await _read_body(receive)
@@ -220,7 +222,8 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await _json(send, {"sent": PROGRESS.get(key, 0)})
     elif path == "/hold" or path == "/expect":
         try:
-            await asyncio.wait_for(_release_event(key).wait(), HOLD_TIMEOUT)
+            with anyio.fail_after(HOLD_TIMEOUT):
+                await _release_event(key).wait()
         except TimeoutError:
             await _respond(send, b"never released", status=504)
             return
@@ -258,7 +261,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     elif path == "/slow":
         STATUS[key] = "started"
         await _read_body(receive)
-        await asyncio.sleep(int(params.get("ms", "1000")) / 1000)
+        await anyio.sleep(int(params.get("ms", "1000")) / 1000)
         await _respond(send, b"slow done")
         STATUS[key] = "finished"
     elif path == "/status":

@@ -98,6 +98,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "ext-pathsend": "not offered (trailers and tls are the extensions)",
         "ext-zerocopysend": "not offered (trailers and tls are the extensions)",
     },
+    "toy-anyio": dict(_TOY_HTTP1_ONLY),
+    "toy-anyio-trio": dict(_TOY_HTTP1_ONLY),
     "uvicorn": {
         **_UVICORN,
         "http2": "HTTP/1.1 only with --http httptools",

@@ -24,7 +24,7 @@ from toyservers.registry import get
 
 APPS = {"asgi": "tests.support.echo_app:app", "wsgi": "tests.support.wsgi_echo_app:app"}
 SERVERS = ["toy-raw", "toy-h11", "toy-httptools", "uvicorn", "toy-wsgi", "toy-wsgi-sync",
-           "gunicorn"]
+           "gunicorn", "toy-anyio", "toy-anyio-trio"]
 # A test server name that is a registry name plus a worker model: toy-wsgi's sync worker.
 VARIANTS = {"toy-wsgi-sync": ("toy-wsgi", "sync")}
 # gunicorn's gthread worker keeps connections alive (its sync worker closes after each

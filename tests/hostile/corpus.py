@@ -521,6 +521,8 @@ WSGI_LIMITS: dict[str, str] = {
     "ok_tchar_name": "200 without the field: a name holding '_' is dropped from the environ"
                      " (PEP 3333 keys cannot tell '_' from '-'; want it echoed)",
 }
+# toy-anyio feeds the same h11 (on asyncio and on trio): h11's decisions, the same gaps.
+TOY_GAPS["toy-anyio"] = TOY_GAPS["toy-anyio-trio"] = TOY_GAPS["toy-h11"]
 TOY_GAPS["toy-wsgi"] = WSGI_LIMITS
 # The sync worker answers one request per connection (gunicorn's sync worker too): every
 # response says Connection: close, and a stalled client holds the only thread.

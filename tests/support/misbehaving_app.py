@@ -24,6 +24,8 @@ Routes:
   ``asyncio.CancelledError`` or ``RuntimeError`` before starting a response.
 - ``/bad?case=NAME``: one app mistake in the response (see ``BAD_RESPONSES``).
 - anything else: the echo app of ``tests/support/echo_app.py``.
+
+Its waits use anyio, so it runs on trio too (toy-anyio-trio).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import json
 import time
 from typing import Any
 from urllib.parse import parse_qs
+
+import anyio
 
 from tests.support.echo_app import app as echo_app
 
@@ -111,7 +115,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await _respond(send, 200, json.dumps(STATE.get(key, {})).encode(), b"application/json")
     elif path == "/slow":
         STATE[key] = {"started": True}
-        await asyncio.sleep(float(query.get("s", "1")))
+        await anyio.sleep(float(query.get("s", "1")))
         await _respond(send, 200, b"slow done")
     elif path == "/upload":
         record = STATE[key] = {"received": 0}
@@ -156,7 +160,7 @@ async def _send_after_disconnect(receive: Any, send: Any, record: dict[str, Any]
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": b"first", "more_body": True})
     record["first_sent"] = True
-    async with asyncio.timeout(10):
+    with anyio.fail_after(10):
         while (await receive())["type"] != "http.disconnect":
             pass
     record["disconnect_seen"] = True

@@ -1,0 +1,236 @@
+"""toy-anyio (toyservers/anyio_server.py): what is its own, on both anyio backends.
+
+The conformance suite and the hostile corpus run against ``toy-anyio`` and ``toy-anyio-trio``
+as server processes. Here the server runs in a thread of the test process, inside
+``anyio.run(..., backend=...)``, once on asyncio and once on trio: an app written with anyio
+runs unchanged on both, and the cancel-scope deadlines, pipelining, the task group that
+waits for the app and the graceful shutdown behave the same on both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import pytest
+import sniffio
+from click.testing import CliRunner
+
+from toyservers import anyio_server
+from toyservers.cli import main as toyserve
+from toyservers.config import Config
+from toyservers.registry import get
+
+HOST = "127.0.0.1"
+TIMEOUT = 10.0  # seconds any wait here may take before the test fails
+BACKENDS = ["asyncio", "trio"]
+
+
+@contextlib.contextmanager
+def serving(backend: str, app: Any, **settings: Any) -> Iterator[int]:
+    """Run toy-anyio's ``serve()`` on ``backend`` in a thread; yield its port, then stop it
+    (an ``anyio.Event`` set from this thread) and join the thread."""
+    settings = {"access_log": False, "lifespan": "off", "timeout_graceful_shutdown": 2.0,
+                **settings}
+    sock = socket.socket()
+    sock.bind((HOST, 0))
+    port: int = sock.getsockname()[1]
+    config = Config(host=HOST, port=port, **settings)
+    ready = threading.Event()
+    handles: dict[str, Any] = {}
+    errors: list[BaseException] = []
+
+    async def main() -> None:
+        handles["token"], handles["stop"] = anyio.lowlevel.current_token(), anyio.Event()
+        await anyio_server.serve(app, config, sock=sock, ready=lambda _: ready.set(),
+                                 shutdown=handles["stop"])
+
+    def thread_main() -> None:
+        try:
+            anyio.run(main, backend=backend)
+        except BaseException as exc:  # handed to the test below
+            errors.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=thread_main, daemon=True)
+    thread.start()
+    assert ready.wait(TIMEOUT) and not errors, f"did not start: {errors}"
+    try:
+        yield port
+    finally:
+        anyio.from_thread.run_sync(handles["stop"].set, token=handles["token"])
+        thread.join(TIMEOUT)
+        assert not thread.is_alive() and not errors, f"did not stop cleanly: {errors}"
+
+
+def connect(port: int) -> socket.socket:
+    sock = socket.create_connection((HOST, port), timeout=TIMEOUT)
+    return sock
+
+
+def read_until_close(sock: socket.socket) -> bytes:
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def read_responses(sock: socket.socket, count: int) -> list[bytes]:
+    """``count`` responses with a Content-Length body, read off one connection."""
+    data, bodies = b"", []
+    while len(bodies) < count:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if sep:
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:")))
+            if len(rest) >= length:
+                bodies.append(head.split(b"\r\n")[0] + b" " + rest[:length])
+                data = rest[length:]
+                continue
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {len(bodies)} responses"
+        data += chunk
+    return bodies
+
+
+async def respond(send: Any, body: bytes, status: int = 200) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", b"%d" % len(body))]})
+    await send({"type": "http.response.body", "body": body})
+
+
+# --- an app written with anyio ------------------------------------------------------------------
+
+
+async def anyio_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Structured concurrency inside the app: a task group of two sleepers, a cancel scope
+    whose timeout cuts a long sleep short, and ``fail_after`` raising TimeoutError."""
+    finished: list[str] = []
+
+    async def sleeper(name: str, seconds: float) -> None:
+        await anyio.sleep(seconds)
+        finished.append(name)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper, "slow", 0.05)
+        tg.start_soon(sleeper, "fast", 0.01)
+    with anyio.move_on_after(0.05) as scope_timeout:
+        await anyio.sleep(30)
+    try:
+        with anyio.fail_after(0.01):
+            await anyio.sleep(30)
+        failed = False
+    except TimeoutError:
+        failed = True
+    body = {"backend": sniffio.current_async_library(), "finished": finished,
+            "cut_short": scope_timeout.cancelled_caught, "fail_after": failed}
+    await respond(send, json.dumps(body).encode())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_anyio_app_runs_unchanged_on_both_backends(backend: str) -> None:
+    with serving(backend, anyio_app) as port, connect(port) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        (response,) = read_responses(sock, 1)
+    assert response.startswith(b"HTTP/1.1 200 OK ")
+    assert json.loads(response.split(b" ", 3)[3]) == {
+        "backend": backend, "finished": ["fast", "slow"], "cut_short": True,
+        "fail_after": True}
+
+
+# --- deadlines: one cancel scope around the reading ------------------------------------------
+
+
+async def path_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    while (await receive()).get("more_body"):  # the whole body first
+        pass
+    if scope["path"] == "/slow":
+        await anyio.sleep(0.1)  # the second request is answered first if order is lost
+    await respond(send, scope["path"].encode())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_deadlines_idle_close_and_408_for_a_slow_head_and_body(backend: str) -> None:
+    settings = {"timeout_keep_alive": 0.3, "timeout_headers": 0.3, "timeout_body": 0.3}
+    with serving(backend, path_app, **settings) as port:
+        started = time.monotonic()
+        with connect(port) as sock:  # idle: closed without a byte (RFC 9112 §9.5)
+            assert read_until_close(sock) == b""
+        assert time.monotonic() - started < 0.3 + 2.0
+        with connect(port) as sock:  # a head that never ends: 408
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            assert read_until_close(sock).startswith(b"HTTP/1.1 408 ")
+        with connect(port) as sock:  # a body that stops coming: 408
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+            assert read_until_close(sock).startswith(b"HTTP/1.1 408 ")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pipelined_requests_are_answered_in_order(backend: str) -> None:
+    with serving(backend, path_app) as port, connect(port) as sock:
+        sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /fast HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /last HTTP/1.1\r\nHost: x\r\n\r\n")
+        responses = read_responses(sock, 3)
+    assert [r.rsplit(b" ", 1)[1] for r in responses] == [b"/slow", b"/fast", b"/last"]
+
+
+# --- shutdown: the listener's scope, then the connections' task group ---------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graceful_shutdown_finishes_the_response_in_flight(backend: str) -> None:
+    started = threading.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        started.set()
+        await anyio.sleep(0.3)
+        await respond(send, b"finished")
+
+    with serving(backend, app) as port:
+        sock = connect(port)
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert started.wait(TIMEOUT)
+    # serving() has returned: the server stopped only after the app answered
+    with sock:
+        response = read_until_close(sock)
+    assert response.startswith(b"HTTP/1.1 200 OK") and response.endswith(b"finished")
+    assert b"connection: close" in response.lower()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_past_the_graceful_timeout_the_app_is_cancelled(backend: str) -> None:
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        started.set()
+        try:
+            await anyio.sleep(30)
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+
+    begin = time.monotonic()
+    with serving(backend, app, timeout_graceful_shutdown=0.2) as port, connect(port) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert started.wait(TIMEOUT)
+    assert cancelled.is_set() and time.monotonic() - begin < TIMEOUT
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_trio_runs_one_process_and_says_so() -> None:
+    assert not get("toy-anyio-trio").multiprocess and get("toy-anyio").multiprocess
+    result = CliRunner().invoke(toyserve, ["apps.asgi_user:app", "--server", "toy-anyio-trio",
+                                           "--workers", "2"])
+    assert result.exit_code == 2
+    assert "toy-anyio-trio runs one process only" in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,471 @@
+"""toy-anyio: toy-h11's sans-IO core driven from anyio byte streams, on asyncio or on trio.
+
+I/O model: structured concurrency. In a task group for the connections, the listener's task
+accepts (``anyio.create_tcp_listener``; TLS through ``anyio.streams.tls``) and starts one task
+per connection: straight-line code that pulls events out of an ``h11.Connection`` and awaits
+``stream.receive()`` when h11 says ``NEED_DATA``. Each request's app runs in the connection's
+task group, so a connection ends only once its app has. Where toy-h11 arms ``call_later``
+timers, this server moves the deadline of one cancel scope around the reading (idle, head,
+body); where toy-h11 calls ``pause_reading``, the reading task stops awaiting ``receive()``
+until an ``anyio.Event`` says the app took the body or answered; and the app's ``send()``
+awaits ``stream.send()``, which returns once the bytes are written: the write backpressure.
+Graceful shutdown cancels the listener's scope, asks each connection to finish, and gives the
+connections' task group ``timeout_graceful_shutdown`` seconds before its scope cancels what is
+left. The same code runs on trio (``toy-anyio-trio``, ``toyservers/anyio_trio.py``). What h11
+lets through is checked by ``toyservers.h11_checks``, shared with toy-h11.
+
+Deliberately left out: what toy-h11 leaves out (WebSocket and other upgrades, CONNECT,
+HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``,
+zero-copy files); ``--workers`` on trio (the supervisor's workers run asyncio).
+
+Spec: RFC 9112 §2-§3, §5-§7, §9 (persistence, pipelining); RFC 9110 §10.1.1 (Expect), §15.
+ASGI 3.0 HTTP scope and messages (https://asgi.readthedocs.io/en/latest/specs/www.html), the
+TLS extension; lifespan via ``toyservers.lifespan``. anyio's cancel scopes and task groups
+(https://anyio.readthedocs.io/en/stable/cancellation.html).
+
+Compare with: h11's examples/trio-server.py (a task per connection, straight-line reads),
+hypercorn/protocol/h11.py with hypercorn/trio/tcp_server.py, and toyservers/h11_server.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import socket
+import threading
+from typing import Any
+
+import anyio
+import h11
+import sniffio
+from anyio.abc import ByteStream, SocketAttribute, TaskGroup
+from anyio.streams.tls import TLSAttribute
+
+from toyservers import _server, asgi, h11_checks, http1
+from toyservers._server import ServerState
+from toyservers._types import ASGIApp, Message, Scope
+from toyservers.asgi import ClientDisconnected
+from toyservers.config import Config
+from toyservers.h11_checks import H11Cycle
+from toyservers.lifespan import Lifespan, LifespanFailure
+
+logger = logging.getLogger("toyservers.error")
+
+# --- constants ---------------------------------------------------------------------------------
+
+MAX_RECEIVE = 256 * 1024  # bytes asked of receive(): uvloop's read size (anyio copies to split)
+MAX_EVENTS = 512  # events pulled out of h11 before other tasks get a turn (as toy-h11)
+GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
+# The kernel receive buffer of a connection on asyncio, bytes: what libuv may read into anyio's
+# queue before read_on_demand runs (up to 8 MB with the kernel's autotuning: 1 run in 12).
+RCVBUF = 256 * 1024
+
+
+# --- wire helpers ------------------------------------------------------------------------------
+
+
+def read_on_demand(stream: ByteStream) -> None:
+    """Make the asyncio transport under ``stream`` read only for a waiting ``receive()``.
+
+    anyio's asyncio stream reads while a ``receive()`` waits and pauses once it wakes; but
+    uvloop (libuv) reads up to 32 times 256 KiB per wake-up: 8 MB of a 10 MB upload sat in
+    anyio's queue (the conformance suite's RSS bound failed). Paused now and after every
+    read, it reads once per wait. Before this runs (from accept to the connection's task),
+    libuv reads already: ``RCVBUF`` bounds that. Trio reads only when asked.
+    """
+    inner = getattr(stream, "transport_stream", stream)  # a TLSStream wraps the socket's
+    transport, protocol = getattr(inner, "_transport", None), getattr(inner, "_protocol", None)
+    if transport is None or protocol is None or not hasattr(transport, "pause_reading"):
+        return
+    data_received = protocol.data_received
+
+    def one_read(data: bytes) -> None:
+        data_received(data)
+        transport.pause_reading()
+
+    protocol.data_received = one_read
+    transport.set_protocol(protocol)  # uvloop keeps the bound method: make it look again
+    transport.pause_reading()
+
+
+# --- the connection ----------------------------------------------------------------------------
+
+
+class Connection:
+    """One HTTP/1.1 connection: its task reads requests into h11 and starts their cycles."""
+
+    __slots__ = ("state", "config", "app", "stream", "conn", "cycle", "body_size", "access_log",
+                 "client", "server", "scheme", "tls", "reading", "kind", "error", "resumed",
+                 "task_group")
+
+    def __init__(self, state: ServerState, stream: ByteStream) -> None:
+        self.state, self.config, self.app = state, state.config, state.app
+        self.stream = stream
+        config = self.config  # h11 answers 431 to a head still incomplete past this size
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=config.max_request_line
+                                   + config.max_header_size)
+        self.cycle: RequestResponseCycle | None = None
+        self.body_size = 0  # request body bytes received, for max_body_size
+        self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
+        self.client = _server._address(stream.extra(SocketAttribute.remote_address, None))
+        self.server = _server._address(stream.extra(SocketAttribute.local_address, None))
+        ssl_object = stream.extra(TLSAttribute.ssl_object, None)
+        self.scheme = "http" if ssl_object is None else "https"
+        self.tls = _server.tls_extension(ssl_object, state)
+        self.reading = anyio.CancelScope()  # around the reading loop; its deadline moves
+        self.kind: str | None = None  # the deadline running: "idle", "head", "body"
+        self.error = 0  # the status to answer once reading stops (0: none, just close)
+        self.resumed: anyio.Event | None = None  # set to let a paused reading go on
+        self.task_group: TaskGroup | None = None
+
+    # Deadlines: one cancel scope, its deadline moved (toy-h11: one Deadline timer)
+
+    def set_deadline(self, kind: str, seconds: float) -> None:
+        self.kind = kind
+        self.reading.deadline = anyio.current_time() + seconds
+
+    def clear_deadline(self) -> None:
+        if self.kind is not None:
+            self.kind = None
+            self.reading.deadline = math.inf
+
+    # Protocol interface
+
+    # --8<-- [start:run]
+    async def run(self) -> None:
+        """The connection's task: read requests until the connection ends, answer the error
+        that ended it (if any), close; leaving the task group waits for the app."""
+        self.state.connections.add(self)
+        read_on_demand(self.stream)
+        try:
+            async with anyio.create_task_group() as self.task_group:
+                with self.reading:
+                    self.set_deadline("idle", self.config.timeout_keep_alive)
+                    await self.read_requests()
+                kind = self.kind if self.reading.cancelled_caught else None
+                # RFC 9112 §9.5: an idle connection closes silently; a head or body that came
+                # too slowly gets 408 (RFC 9110 §15.5.9), then the connection closes.
+                await self.finish(self.error or (408 if kind in ("head", "body") else 0))
+        finally:
+            self.state.connections.discard(self)
+            with anyio.CancelScope(shield=True):
+                await self.stream.aclose()
+    # --8<-- [end:run]
+
+    async def finish(self, status: int) -> None:
+        """Stop the request in flight, answer ``status`` while no response byte is out, and
+        close now (the app, told of the disconnect, may take its time to end)."""
+        cycle = self.cycle
+        if cycle is not None:
+            cycle.disconnect()
+        our_state = self.conn.our_state
+        if status and (our_state is h11.IDLE or our_state is h11.SEND_RESPONSE):
+            head = cycle is not None and cycle.scope["method"] == "HEAD"
+            data = http1.error_response(status, self.state.default_headers_bytes, head=head)
+            with anyio.move_on_after(self.config.timeout_keep_alive):
+                try:
+                    await self.stream.send(data)
+                except (*GONE, anyio.BusyResourceError):
+                    pass  # gone, or a 100 Continue still being written: just close
+        await self.stream.aclose()
+
+    def send_error(self, status: int) -> None:
+        """Answer ``status`` and close (from any task: ``run_asgi`` calls it with 500)."""
+        self.close(status)
+
+    def close(self, status: int = 0) -> None:
+        """Stop reading: ``run`` then answers ``status`` (0: none) and closes."""
+        self.error = self.error or status
+        self.kind = None
+        self.reading.cancel()
+
+    def shutdown(self) -> None:
+        """Close now if no response is in flight, else after it (``Connection: close``)."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            self.close()
+        else:
+            cycle.keep_alive = False
+
+    async def pause_reading(self) -> None:
+        """Read nothing until ``resume_reading()`` (the app took the body, or answered)."""
+        self.resumed = resumed = anyio.Event()
+        await resumed.wait()
+        self.resumed = None
+
+    def resume_reading(self) -> None:
+        if self.resumed is not None:
+            self.resumed.set()
+
+    # Reading requests
+
+    # --8<-- [start:read_requests]
+    async def read_requests(self) -> None:
+        """Pull events out of h11 and act on each; return when the connection must end."""
+        conn, config, events = self.conn, self.config, 0
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                self.error = h11_checks.protocol_error_status(exc, conn, config, self.cycle is None)
+                return
+            kind = type(event)
+            if event is h11.NEED_DATA:
+                cycle = self.cycle
+                if cycle is not None and cycle.more_body:  # h11 is in SEND_BODY
+                    self.set_deadline("body", config.timeout_body)
+                elif cycle is None and self.kind == "idle" and conn.trailing_data[0]:
+                    self.set_deadline("head", config.timeout_headers)  # a head began
+                if not await self.receive():
+                    return
+                events = 0
+            elif kind is h11.Request:
+                if not self.on_request(event):  # type: ignore[arg-type]
+                    return
+            elif kind is h11.Data:
+                status = h11_checks.take_body(self, self.cycle, event.data)  # type: ignore[union-attr]
+                if status == 413:
+                    self.error = 413
+                    return
+                if status:  # enough for the app: read on once its receive() took it
+                    self.clear_deadline()
+                    await self.pause_reading()
+            elif kind is h11.EndOfMessage:
+                trailers = event.headers  # type: ignore[union-attr]
+                if trailers and (status := h11_checks.fields_status(trailers.raw_items(), config)):
+                    self.error = status  # RFC 9112 §7.1.2: a trailer section, as a head
+                    return
+                self.clear_deadline()
+                cycle = self.cycle
+                if cycle is not None and not cycle.response_complete:
+                    cycle.more_body = False
+                    cycle.wake()
+                    if conn.their_state is h11.MUST_CLOSE:
+                        # The last request (RFC 9112 §9.6): whatever follows is never parsed;
+                        # read on only to see the client leave.
+                        while await self.receive():
+                            pass
+                        return
+                elif conn.our_state is h11.DONE:  # we answered before the body ended
+                    self.start_next_cycle()
+            elif event is h11.PAUSED:
+                # RFC 9112 §9.3.2: answer pipelined requests in order. h11 holds the next
+                # request until start_next_cycle; read nothing more until then.
+                await self.pause_reading()
+            else:  # ConnectionClosed
+                return
+            events += 1
+            if events >= MAX_EVENTS:  # let the other connections run
+                events = 0
+                await anyio.lowlevel.checkpoint()
+    # --8<-- [end:read_requests]
+
+    async def receive(self) -> bool:
+        """Feed h11 the next bytes from the stream; False once the client is gone."""
+        try:
+            data = await self.stream.receive(MAX_RECEIVE)
+        except GONE:
+            return False
+        state = self.conn.their_state
+        if state is h11.MUST_CLOSE:
+            return True  # RFC 9112 §9.6: after "close", no further requests are processed
+        if state is h11.IDLE and self.kind == "idle":
+            # RFC 9112 §2.2: "a server that is expecting to receive and parse a request-line
+            # SHOULD ignore at least one empty line (CRLF) received prior to the request-line"
+            while data[:2] == b"\r\n":
+                data = data[2:]
+        if data:
+            self.conn.receive_data(data)
+        return True
+
+    def on_request(self, event: h11.Request) -> bool:
+        """Check the request and start its cycle in the task group; False when refused."""
+        self.clear_deadline()
+        self.body_size = 0
+        scope = h11_checks.request_scope(self, event)
+        if isinstance(scope, int):
+            self.error = scope
+            return False
+        self.cycle = cycle = RequestResponseCycle(self, scope)
+        assert self.task_group is not None
+        self.task_group.start_soon(cycle.run, self.app, name="asgi")
+        return True
+
+    # Between requests
+
+    def start_next_cycle(self) -> None:
+        """Both sides are DONE: reset h11, start the keep-alive deadline, read on."""
+        self.conn.start_next_cycle()
+        self.cycle = None
+        self.set_deadline("idle", self.config.timeout_keep_alive)
+        self.resume_reading()
+
+    def on_response_complete(self, keep_alive: bool) -> None:
+        """Close, start the next cycle, or read and drop the rest of an unread body."""
+        if self.conn.our_state is h11.MUST_CLOSE or not keep_alive:
+            self.close()
+        elif self.conn.their_state is h11.DONE:
+            self.start_next_cycle()
+        else:  # at most HIGH_WATER_LIMIT of it: see H11Cycle.unread_body_closes
+            self.resume_reading()
+
+
+# --- the per-request cycle ---------------------------------------------------------------------
+
+
+class RequestResponseCycle(H11Cycle):
+    """One request, run in its connection's task group: ``send`` writes what
+    ``H11Cycle.frame`` makes; ``receive`` waits on an anyio Event."""
+
+    __slots__ = ("stream", "waker", "pending")
+
+    def __init__(self, protocol: Connection, scope: Scope) -> None:
+        super().__init__(protocol, scope)
+        self.protocol: Connection = protocol
+        self.stream = protocol.stream
+        self.waker: anyio.Event | None = None  # receive() waits on it
+        self.pending = b""  # a 100 Continue to write before receive() waits
+
+    async def run(self, app: ASGIApp) -> None:
+        """``run_asgi``, counted in ``state.tasks`` (for ``limit_concurrency``) meanwhile."""
+        tasks = self.protocol.state.tasks
+        tasks.add(self)
+        try:
+            await self.run_asgi(app)
+        finally:
+            tasks.discard(self)
+
+    # ASGI interface
+
+    def wake(self) -> None:
+        if self.waker is not None:
+            self.waker.set()
+
+    async def wait_for_body(self) -> None:
+        if self.pending:  # from write_continue, just before this wait
+            data, self.pending = self.pending, b""
+            with contextlib.suppress(ClientDisconnected):  # receive() then says so
+                await self.write(data)
+        self.waker = waker = anyio.Event()
+        self.resume_reading()
+        await waker.wait()
+        self.waker = None
+
+    def write_continue(self) -> None:
+        # receive() calls this only when it is about to wait for body: written there.
+        self.pending = self.continue_bytes()
+
+    def resume_reading(self) -> None:
+        self.protocol.resume_reading()
+
+    # --8<-- [start:send]
+    async def send(self, message: Message) -> None:
+        """Write what ``H11Cycle.frame`` makes of ``message``; awaiting the write is the
+        backpressure. Raises ClientDisconnected once the client is gone, and what ``frame``
+        raises."""
+        if self.disconnected:
+            raise ClientDisconnected("the client has disconnected")
+        data = self.frame(message)
+        if data:
+            await self.write(data)
+        if self.response_complete:
+            self.wake()
+            self.protocol.on_response_complete(self.keep_alive)
+    # --8<-- [end:send]
+
+    async def write(self, data: bytes) -> None:
+        try:
+            await self.stream.send(data)
+        except GONE as exc:
+            self.disconnect()
+            raise ClientDisconnected("the client has disconnected") from exc
+
+
+# --- serve() and run() -------------------------------------------------------------------------
+
+
+async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
+                ready: Any = None, shutdown: asyncio.Event | anyio.Event | None = None
+                ) -> None:
+    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM), on the running anyio
+    backend (asyncio or trio).
+
+    Args:
+        sock: a bound socket to serve on (tests bind port 0); else ``config.host``/``port``.
+        ready: called with the bound ``(host, port)`` once connections are accepted.
+        shutdown: an event to set to stop (an ``asyncio.Event`` on asyncio, or an
+            ``anyio.Event`` on either); when None, SIGINT and SIGTERM stop (main thread only).
+
+    Raises:
+        LifespanFailure: the app's lifespan startup failed; nothing was served.
+        ssl.SSLError: the TLS certificate and key cannot be used (before lifespan startup).
+        OSError: the address could not be bound.
+    """
+    context = _server.ssl_context(config)  # before startup: a bad certificate starts nothing
+    lifespan = Lifespan(app, config.lifespan)
+    async with anyio.create_task_group() as services:  # lifespan, the Date tick, signals
+        try:
+            await lifespan.startup(services)
+            rcvbuf = RCVBUF if sniffio.current_async_library() == "asyncio" else None
+            listener, (host, port) = await _server.anyio_listener(config, sock, context, rcvbuf)
+        except (LifespanFailure, OSError) as exc:  # raised below, not in an ExceptionGroup
+            failure: BaseException | None = exc
+        else:
+            failure = None
+            state = ServerState(app, config, lifespan.state)
+            _server.load_tls(state, config, context)
+            logger.info("toy-anyio (%s) running on %s://%s:%d (Press CTRL+C to quit)",
+                        sniffio.current_async_library(), "https" if context else "http", host,
+                        port)
+            await _serve(state, listener, ready, (host, port), services, shutdown)
+        if not isinstance(failure, LifespanFailure):
+            await lifespan.shutdown()
+        services.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+
+
+async def _serve(state: ServerState, listener: Any, ready: Any, address: tuple[str, int],
+                 services: TaskGroup, shutdown: Any) -> None:
+    draining = anyio.CancelScope()  # around the connections; its deadline: the graceful timeout
+    stop = shutdown if shutdown is not None else anyio.Event()
+    if shutdown is None and threading.current_thread() is threading.main_thread():
+        services.start_soon(_server.anyio_signals, stop, draining.cancel)
+    services.start_soon(_server.anyio_tick, state)
+
+    async def handle(stream: ByteStream) -> None:
+        await Connection(state, stream).run()
+
+    # --8<-- [start:serve]
+    with draining:
+        async with anyio.create_task_group() as connections:
+            accepting = anyio.CancelScope()  # the listener's scope
+
+            async def accept() -> None:
+                with accepting:
+                    await listener.serve(handle, connections)
+                await listener.aclose()
+
+            connections.start_soon(accept)
+            if ready is not None:
+                ready(address)
+            await stop.wait()
+            logger.info("shutting down")
+            accepting.cancel()  # stop accepting
+            for connection in list(state.connections):
+                connection.shutdown()  # idle ones close now, busy ones after their response
+            timeout = state.config.timeout_graceful_shutdown
+            if timeout is not None:
+                draining.deadline = anyio.current_time() + timeout
+        # leaving the task group waits for every connection, and so for every app
+    if draining.cancelled_caught:
+        logger.warning("graceful shutdown timed out or was cut short; cancelled the rest")
+    # --8<-- [end:serve]
+
+
+def run(app: ASGIApp, config: Config, backend: str = "asyncio") -> None:
+    """Block serving ``app`` (``toyserve --server toy-anyio``): on asyncio with the
+    configured event loop (uvloop where chosen), or on ``backend="trio"``."""
+    _server.run_server(serve, app, config, backend=backend)

@@ -1,0 +1,245 @@
+"""What the two h11 servers add to h11: the request checks it leaves out, the ASGI framing.
+
+h11 is one connection's rule book: it parses, refuses what its grammar refuses and frames what
+it is given, whatever moves the bytes. toy-h11 (``asyncio.Protocol`` callbacks) and toy-anyio
+(anyio byte streams, on asyncio or trio) feed the same ``h11.Connection``, so what they add
+to it is written here once, with no I/O in it:
+
+- ``fields_status`` and ``request_status``: what h11 lets through of our request contract
+  (field counts and sizes, control bytes in values, the version, the limits, Host,
+  Transfer-Encoding beside Content-Length), as statuses to refuse with;
+- ``protocol_error_status``: h11's own refusal as a status (414 for a request line too long);
+- ``request_scope``: an ``h11.Request`` checked and turned into the ASGI ``http`` scope, or the
+  status to answer instead (with CONNECT and ``limit_concurrency``);
+- ``take_body``: an ``h11.Data`` counted against ``max_body_size`` and handed to the cycle;
+- ``H11Cycle``: the base of both servers' ``RequestResponseCycle``: ``frame()`` turns the app's
+  ``http.response.start`` / ``http.response.body`` messages into h11 events and bytes; the
+  server only writes them (at once, or awaiting its stream).
+
+Spec: RFC 9112 §2-§3, §5-§7, §9.3; RFC 9110 §5.5, §6.4.1, §10.1.1, §15; RFC 6585 §5 (431).
+ASGI 3.0 HTTP ``http.response.start`` and ``http.response.body``
+(https://asgi.readthedocs.io/en/latest/specs/www.html).
+
+Compare with: uvicorn/protocols/http/h11_impl.py (``handle_events``, ``RequestResponseCycle.send``).
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+from operator import itemgetter
+from typing import Protocol
+
+import h11
+
+from toyservers import asgi, http1
+from toyservers._types import Headers, Message, Scope
+from toyservers.asgi import at_concurrency_limit, http_scope, log_access
+from toyservers.config import Config
+from toyservers.flow_control import HIGH_WATER_LIMIT
+
+END_OF_MESSAGE = h11.EndOfMessage()
+
+
+# --- request checks ----------------------------------------------------------------------------
+
+
+def fields_status(fields: Headers, config: Config) -> int:
+    """431 for a field section over ``max_headers`` lines or ``max_header_size`` bytes (RFC
+    6585 §5), 400 for a control byte h11 let by in a value (RFC 9110 §5.5), else 0."""
+    count = len(fields)  # each field line is name ": " value CRLF
+    if count > config.max_headers or sum(map(len, chain.from_iterable(fields))) + 4 * count \
+            > config.max_header_size:
+        return 431
+    return 400 if http1.bad_field_value(b" ".join(map(itemgetter(1), fields))) else 0
+
+
+def request_status(event: h11.Request, headers: Headers, config: Config) -> int:
+    """0 when the request h11 parsed may go to the app, else the status to refuse it with.
+
+    h11 has checked the request line and field syntax, one Host in HTTP/1.1, Content-Length
+    digits and a lone ``Transfer-Encoding: chunked``; this checks what it lets through.
+    """
+    if event.http_version[:1] != b"1":
+        return 505  # RFC 9110 §15.6.6: the major version is not supported
+    if len(event.method) + len(event.target) + 10 > config.max_request_line:
+        return 414  # RFC 9110 §15.5.15
+    if status := fields_status(headers, config):
+        return status
+    fields = dict(headers)  # h11 allows one Host, Content-Length and Transfer-Encoding each
+    version = "1.0" if event.http_version == b"1.0" else "1.1"
+    length = fields.get(b"content-length")
+    if b"transfer-encoding" in fields:  # h11 passes only "chunked"; 501 for any other coding
+        return http1.transfer_coding_status(b"chunked", version, length is not None)
+    if length is not None:
+        if int(length) > http1.MAX_CONTENT_LENGTH:
+            return 400  # RFC 9112 §6.3 rule 5: an overflowing length is invalid
+        if config.max_body_size is not None and int(length) > config.max_body_size:
+            return 413  # RFC 9110 §15.5.14
+    host = fields.get(b"host")
+    return http1.host_status([] if host is None else [host], version)
+
+
+def protocol_error_status(exc: h11.RemoteProtocolError, conn: h11.Connection, config: Config,
+                          in_head: bool) -> int:
+    """h11's status hint, but 414 when its 431 is for a request line that has not ended
+    (``in_head``: no request of this cycle was parsed yet)."""
+    status: int = exc.error_status_hint
+    limit = config.max_request_line + 2
+    if status == 431 and in_head and b"\n" not in conn.trailing_data[0][:limit]:
+        status = 414  # RFC 9110 §15.5.15 (h11 sees only an incomplete head too large)
+    return status
+
+
+class H11Connection(asgi.Connection, Protocol):
+    """What ``request_scope`` and ``H11Cycle`` need of a connection, besides the ASGI side's."""
+
+    conn: h11.Connection
+    access_log: bool
+    body_size: int  # request body bytes received so far in this cycle
+
+
+def request_scope(connection: H11Connection, event: h11.Request) -> Scope | int:
+    """The ASGI scope of the request h11 parsed, or the status to refuse it with (then close):
+    ``request_status``'s, 400 for a request-target of no known form (RFC 9112 §3.2), 501 for
+    CONNECT (deliberately left out), 503 past ``limit_concurrency`` (logged like a response)."""
+    state = connection.state
+    headers = [(name.lower(), value) for name, value in event.headers.raw_items()]
+    status = request_status(event, headers, state.config)
+    method = event.method.decode("ascii")
+    try:
+        raw_path, query_string = http1.split_target(method, event.target)
+    except http1.BadTarget:
+        status = status or 400
+    if not status and method == "CONNECT":
+        status = 501
+    if status:
+        return status
+    version = "1.0" if event.http_version == b"1.0" else "1.1"
+    scope = http_scope(connection, method, version, raw_path, query_string, headers)
+    if at_concurrency_limit(state):
+        if connection.access_log:  # logged like any response, as uvicorn and toy-httptools do
+            log_access(connection.client, scope, 503)
+        return 503
+    return scope
+
+
+def take_body(connection: H11Connection, cycle: H11Cycle | None, data: bytes) -> int:
+    """Count request body ``data`` and hand it to ``cycle``, waking its ``receive()``.
+
+    Returns 413 past ``max_body_size`` (RFC 9110 §15.5.14: a chunked body; a Content-Length
+    is refused before), 1 once ``HIGH_WATER_LIMIT`` bytes wait for the app (stop reading until
+    its ``receive()`` takes them), else 0. Body for a cycle already answered is dropped (RFC
+    9112 §9.3: read to its end, then the connection may persist).
+    """
+    connection.body_size += len(data)
+    max_body = connection.state.config.max_body_size
+    if max_body is not None and connection.body_size > max_body:
+        return 413
+    if cycle is None or cycle.response_complete:
+        return 0
+    cycle.body += data  # b"" + data is data itself; the rest is bounded by the pause
+    cycle.wake()
+    return 1 if len(cycle.body) >= HIGH_WATER_LIMIT else 0
+
+
+# --- the response, framed by h11 ---------------------------------------------------------------
+
+
+class H11Cycle(asgi.RequestResponseCycle):
+    """The base of a ``RequestResponseCycle`` over h11: the app's messages as h11 events.
+
+    The response head is framed with the first body message ("the protocol server must not
+    start sending the response to the client until it has received at least one Response Body
+    event", ASGI HTTP spec), so a small response leaves in one write.
+    """
+
+    __slots__ = ("conn", "keep_alive", "fields", "status", "no_body")
+
+    def __init__(self, protocol: H11Connection, scope: Scope) -> None:
+        super().__init__(protocol, scope, protocol.conn.they_are_waiting_for_100_continue)
+        self.protocol: H11Connection = protocol
+        self.conn = protocol.conn
+        self.keep_alive = True  # False: close after this response (graceful shutdown)
+        self.fields: http1.ResponseFields | None = None  # the checked head, until written
+        self.status = 0
+        self.no_body = False  # the response has no content: HEAD, 204, 304 (RFC 9110 §6.4.1)
+
+    def continue_bytes(self) -> bytes:
+        """``100 Continue`` while the client still waits for it, else b"" (h11 clears the flag
+        once our Response is sent, or body came: RFC 9110 §15.2)."""
+        if not self.conn.they_are_waiting_for_100_continue:
+            return b""
+        return self.conn.send(h11.InformationalResponse(
+            status_code=100, headers=[], reason=b"Continue"))
+
+    # --8<-- [start:frame]
+    def frame(self, message: Message) -> bytes:
+        """The bytes to write for one ``send(message)``; b"" for ``http.response.start``.
+
+        Sets ``response_started`` and ``response_complete``. Raises http1.ResponseError for
+        what ``check_response`` refuses, RuntimeError for a message out of order, and
+        h11.LocalProtocolError for more or less body than the app's Content-Length.
+        """
+        kind = message["type"]
+        if not self.response_started:
+            if kind != "http.response.start":
+                raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
+            # Checked now, as strictly as the other servers do, so nothing bad is ever framed.
+            self.fields = http1.check_response(message["status"], message.get("headers", ()),
+                                               self.protocol.state.default_headers)
+            self.status = message["status"]
+            self.response_started = True
+            if self.protocol.access_log:
+                log_access(self.protocol.client, self.scope, self.status)
+            return b""
+        if kind != "http.response.body" or self.response_complete:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
+        body = message.get("body", b"")
+        if type(body) is not bytes:
+            raise http1.ResponseError(f"response body must be bytes, not {type(body).__name__}")
+        more_body = message.get("more_body", False)
+        conn = self.conn
+        parts: list[bytes] = []
+        fields = self.fields
+        if fields is not None:  # the first body message: the head goes out with it
+            parts = self.response_head(fields, body, more_body)
+        if body and not self.no_body:
+            parts += conn.send_with_data_passthrough(h11.Data(data=body)) or ()
+        if not more_body:
+            parts += conn.send_with_data_passthrough(END_OF_MESSAGE) or ()
+            self.response_complete = True
+        return b"".join(parts)  # one write: head and body leave together
+    # --8<-- [end:frame]
+
+    def response_head(self, fields: http1.ResponseFields, body: bytes, more_body: bool
+                      ) -> list[bytes]:
+        """The head, framed by h11: its status line and the framing fields h11 decides on
+        (Content-Length, ``Transfer-Encoding: chunked`` or ``Connection: close``), with the
+        app's checked fields (and our Date and Server) after the status line."""
+        self.fields = None
+        status = self.status
+        self.no_body = self.scope["method"] == "HEAD" or status == 204 or status == 304
+        length = fields.content_length
+        if length is None and not more_body and status != 204 and status != 304 and (
+                body or not self.no_body):
+            length = len(body)  # the whole body is here: say its size instead of chunking
+        elif length is not None and not self.no_body and len(body) != length and (
+                len(body) > length or not more_body):  # refused before h11 writes a byte
+            raise http1.ResponseError(f"{len(body)} body bytes for Content-Length {length}")
+        lines = fields.lines  # name, b": ", value, b"\r\n" for each field
+        if fields.content_length is not None:  # h11 writes it, from the framing fields
+            at = lines[::4].index(b"content-length") * 4
+            del lines[at:at + 4]
+        framing = [] if length is None else [(b"content-length", b"%d" % length)]
+        if fields.close or not self.keep_alive or (self.more_body and self.unread_body_closes()):
+            framing.append((b"connection", b"close"))
+        parts = self.conn.send_with_data_passthrough(h11.Response(
+            status_code=self.status, headers=framing, reason=http1.reason(self.status))) or []
+        parts.insert(1, b"".join(lines))
+        return parts
+
+    def unread_body_closes(self) -> bool:
+        """Must this response, framed before the request body ended, close (RFC 9112 §9.3)?"""
+        length = dict(self.scope["headers"]).get(b"content-length")
+        rest = None if length is None else int(length) - self.protocol.body_size
+        return http1.unread_body_closes(self.expect_100, rest)
