@@ -59,9 +59,13 @@ ifneq ($(filter load,$(ARGS)),)
 endif
 	$(VENV)/bin/bench $(ARGS)
 
+# The suite runs on two processes (pytest-xdist), one per core: every test uses its own
+# ephemeral ports and servers, and 2 workers halve the wall time on a 2-core machine.
+# TEST_JOBS=0 runs it in one process.
+TEST_JOBS ?= 2
 test: $(STAMP)
 	@$(TOOLS) wrk curl chromium redis-server
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check toyservers apps bench tests
