@@ -33,11 +33,15 @@ ifneq ($(findstring --wsgi,$(ARGS)),)
 endif
 	$(VENV)/bin/bench layers $(ARGS)
 
+# bench h2 drives h2load (the nghttp2-client package) besides wrk.
 bench: $(STAMP) tools
+ifneq ($(filter h2,$(ARGS)),)
+	@$(TOOLS) h2load
+endif
 	$(VENV)/bin/bench $(ARGS)
 
 test: $(STAMP)
-	@$(TOOLS) wrk curl
+	@$(TOOLS) wrk curl h2load
 	$(PY) -m pytest $(ARGS)
 
 lint: $(STAMP)

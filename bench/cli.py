@@ -13,7 +13,7 @@ import importlib
 import typer
 
 #: Modules under ``bench`` whose ``register(app)`` adds a subcommand.
-SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile")
+SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile", "bench.h2")
 
 app = typer.Typer(
     name="bench",
