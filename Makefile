@@ -42,6 +42,7 @@ endif
 
 test: $(STAMP)
 	@$(TOOLS) wrk curl h2load
+	@$(TOOLS) h2spec
 	$(PY) -m pytest $(ARGS)
 
 lint: $(STAMP)

@@ -4,8 +4,25 @@
 # otherwise we stop with one line saying what to install.
 # Two names are build inputs rather than commands: `libev` (the headers bjoern compiles
 # against, checked as ev.h) and `cc` (a C compiler).
-#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc
+# `h2spec` is no apt package: it is built with the Go toolchain (`go install`), when `go` is
+# on PATH (or in /usr/local/go/bin). It is optional: without Go the script says so in one line
+# and goes on (the h2spec tests then skip, saying the same).
+#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc h2spec
 set -euo pipefail
+
+# h2spec: the HTTP/2 conformance tool (github.com/summerwind/h2spec), built from its module.
+H2SPEC_MODULE=github.com/summerwind/h2spec/cmd/h2spec@latest
+install_h2spec() {
+    local go bin
+    go=$(command -v go || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; } || true)
+    if [ -z "$go" ]; then
+        echo "note: no Go toolchain to build h2spec (https://go.dev/dl/): the h2spec tests will skip" >&2
+        return 0
+    fi
+    if [ "$(id -u)" -eq 0 ]; then bin=/usr/local/bin; else bin="$("$go" env GOPATH)/bin"; fi
+    echo "installing h2spec with go install into $bin" >&2
+    GOBIN="$bin" "$go" install "$H2SPEC_MODULE" >&2
+}
 
 package_for() {
     case "$1" in
@@ -22,6 +39,7 @@ package_for() {
 
 present() {
     case "$1" in
+        h2spec) command -v h2spec >/dev/null 2>&1 || [ -x "$(go env GOPATH 2>/dev/null)/bin/h2spec" ] ;;
         libev) [ -e /usr/include/ev.h ] || [ -e /usr/local/include/ev.h ] ;;
         *) command -v "$1" >/dev/null 2>&1 ;;
     esac
@@ -29,6 +47,10 @@ present() {
 
 missing=()
 for tool in "$@"; do
+    if [ "$tool" = h2spec ]; then
+        present h2spec || install_h2spec || exit 1
+        continue
+    fi
     present "$tool" || missing+=("$tool")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

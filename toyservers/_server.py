@@ -261,10 +261,13 @@ class HTTPProtocol(asyncio.Protocol):
 ProtocolFactory = Callable[[ServerState], asyncio.Protocol]
 
 
-def _ssl_context(config: Config) -> ssl.SSLContext | None:
+def _ssl_context(config: Config, alpn_protocols: list[str] | None = None
+                 ) -> ssl.SSLContext | None:
     if not (config.ssl_certfile and config.ssl_keyfile):
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    if alpn_protocols:
+        context.set_alpn_protocols(alpn_protocols)  # RFC 7301: the client's pick comes first
     try:
         context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile)
     except ssl.SSLError:
@@ -283,6 +286,7 @@ async def serve_protocol(
     ready: Callable[[tuple[str, int]], object] | None = None,
     shutdown: asyncio.Event | None = None,
     name: str = "toyservers",
+    alpn_protocols: list[str] | None = None,
 ) -> None:
     """Serve ``app`` with connections made by ``protocol_factory`` until ``shutdown`` is set.
 
@@ -292,6 +296,8 @@ async def serve_protocol(
             ``config.host``/``config.port`` are bound.
         ready: called with the bound ``(host, port)`` once the server accepts connections.
         shutdown: set it to stop; when None, SIGINT and SIGTERM set it (main thread only).
+        alpn_protocols: over TLS, the protocols offered by ALPN, preferred first (RFC 7301;
+            toy-h2: ``["h2", "http/1.1"]``).
 
     Raises:
         LifespanFailure: the app's lifespan startup failed; nothing was served.
@@ -300,7 +306,8 @@ async def serve_protocol(
         OSError: the address could not be bound (for example, the port is in use).
     """
     loop = asyncio.get_running_loop()
-    ssl_context = _ssl_context(config)  # before startup: a bad certificate starts nothing
+    # before startup: a bad certificate starts nothing
+    ssl_context = _ssl_context(config, alpn_protocols)
     lifespan = Lifespan(app, config.lifespan)
     await lifespan.startup()
     state = ServerState(app, config, lifespan.state)

@@ -214,7 +214,12 @@ class RequestResponseCycle:
         finally:
             self.protocol.state.tasks.discard(self.task)
         if not (self.response_complete or self.disconnected):
-            self.protocol.send_error(500)
+            self.send_error(500)
+
+    def send_error(self, status: int) -> None:
+        """Answer ``status`` (or close when the response began): the connection's
+        ``send_error``; HTTP/2 overrides it to end one stream, not the connection."""
+        self.protocol.send_error(status)
 
     def start_task(self, app: ASGIApp) -> None:
         """Run the app in its own Task (its own contextvars copy, and a ``current_task()`` for

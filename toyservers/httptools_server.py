@@ -102,16 +102,22 @@ class HttpToolsProtocol(HTTPProtocol):
         if len(data) > MAX_CHUNK_LINE:  # in slices no longer than a chunk-size line (watch)
             for at in range(0, len(data), MAX_CHUNK_LINE):
                 self.data_received(data[at:at + MAX_CHUNK_LINE])
+                if self.reading_stopped:  # the rest is never read, unless another protocol
+                    successor = self.transport.get_protocol()  # took the connection over
+                    if successor is not self and at + MAX_CHUNK_LINE < len(data):
+                        successor.data_received(data[at + MAX_CHUNK_LINE:])
+                    return
             return
         phase, messages = self.phase, self.messages
         self.piece = data
         try:
             self.parser.feed_data(data)  # the callbacks below run inside feed_data
-        except httptools.HttpParserUpgrade:
-            pass  # the upgrade request was parsed; what follows is another protocol: dropped
+        except httptools.HttpParserUpgrade as exc:  # the upgrade request was parsed
+            self.upgrade(data[exc.args[0]:])
         except httptools.HttpParserError as exc:
             if not self.reading_stopped:  # else llhttp refused bytes after Connection: close
-                self.refuse(self.status_for(exc, data, phase, messages))
+                if status := self.status_for(exc, data, phase, messages):
+                    self.refuse(status)
         if self.phase != IDLE and not self.reading_stopped:
             self.watch(data, phase, messages)
         if self.pipeline:
@@ -306,7 +312,19 @@ class HttpToolsProtocol(HTTPProtocol):
                 if space and http1.is_token(method):
                     return 501
             return 400
-        return 505 if str(exc) == H2_PREFACE else 400
+        if str(exc) == H2_PREFACE:
+            return 0 if self.h2_preface(data) else 505
+        return 400
+
+    def h2_preface(self, data: bytes) -> bool:
+        """llhttp saw HTTP/2's preface (RFC 9113 §3.4) in ``data``. toy-httptools speaks
+        HTTP/1.1 only and answers 505 (False); toy-h2's subclass takes the connection (True)."""
+        return False
+
+    def upgrade(self, rest: bytes) -> None:
+        """An ``Upgrade`` request was parsed, ``rest`` came after it. Ignored here (RFC 9110
+        §7.8 lets a server: it is answered as HTTP/1.1, then the connection closes, ``rest``
+        dropped); toy-h2's subclass takes ``h2c``."""
 
     def refuse(self, status: int) -> None:
         """Read nothing more, and ``send_error(status)`` once the responses queued before

@@ -239,14 +239,15 @@ WSGI_THREADS = 4
 
 
 def _toy(name: str, module: str, description: str, interface: Interface = "asgi",
-         threads: int | None = None, variant_of: str | None = None) -> ServerSpec:
+         threads: int | None = None, variant_of: str | None = None,
+         protocols: frozenset[str] = frozenset({"http/1.1"})) -> ServerSpec:
     argv = Argv("toyserve", head=("{app}", "--server", variant_of or name),
                 listen_tls=_TOY_TLS if interface == "asgi" else None,  # toy-wsgi has no TLS
                 options=("--log-level", "warning"), access_log=("--access-log",),
                 no_access_log=("--no-access-log",), workers=("--workers", "{workers}"),
                 threads=_GTHREAD if interface == "wsgi" else None)
     return ServerSpec(name, "toy", interface, "toyservers", description, argv,
-                      frozenset({"http/1.1"}), module, variant_of=variant_of, threads=threads)
+                      protocols, module, variant_of=variant_of, threads=threads)
 
 
 def _uvicorn(name: str, http: str, description: str, variant_of: str | None = None
@@ -300,6 +301,9 @@ def _entries() -> dict[str, ServerSpec]:
         _toy("toy-h11", "toyservers.h11_server", "ours: sans-IO HTTP/1.1 with h11"),
         _toy("toy-httptools", "toyservers.httptools_server",
              "ours: llhttp callbacks through httptools"),
+        _toy("toy-h2", "toyservers.h2_server",
+             "ours: HTTP/2 with h2 (TLS+ALPN, prior knowledge, h2c), HTTP/1.1 by toy-httptools",
+             protocols=frozenset({"http/1.1", "h2", "h2c"})),
         _toy("toy-wsgi", "toyservers.wsgi_server",
              "ours: WSGI on sockets and threads, sync worker (gthread with a thread count)",
              "wsgi"),

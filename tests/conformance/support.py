@@ -103,6 +103,13 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-raw": dict(_TOY_HTTP1_ONLY),
     "toy-h11": dict(_TOY_HTTP1_ONLY),
     "toy-httptools": dict(_TOY_HTTP1_ONLY),
+    "toy-h2": {  # HTTP/1.1 by toy-httptools' protocol; HTTP/2 by h2 on the same port
+        "websocket": "no WebSockets, over HTTP/1.1 or HTTP/2",
+        "ext-trailers": "offered over HTTP/2 only",
+        "ext-early-hints": "not offered (trailers and tls are the extensions)",
+        "ext-pathsend": "not offered (trailers and tls are the extensions)",
+        "ext-zerocopysend": "not offered (trailers and tls are the extensions)",
+    },
     "uvicorn": {
         **_UVICORN,
         "h2c-prior-knowledge": "HTTP/1.1 only with --http httptools",

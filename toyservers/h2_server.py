@@ -1,0 +1,497 @@
+"""toy-h2: an HTTP/2 ASGI server on asyncio, framed by the sans-IO ``h2`` library.
+
+I/O model: one ``asyncio.Protocol`` per connection feeds what it reads to an
+``h2.connection.H2Connection``, which parses frames, keeps each stream's state machine and the
+flow-control windows, and answers SETTINGS and PING itself; we turn its events into ASGI and
+write its ``data_to_send()`` back (toy-h11's rhythm with h11). Each stream is an ASGI ``http``
+scope with its own ``RequestResponseCycle`` and Task. One port, three ways in: over TLS, ALPN
+picks ``h2`` or HTTP/1.1; over cleartext a connection starts on toy-httptools' protocol
+(``HTTP1Protocol``), which hands it over when its first bytes are the HTTP/2 preface (prior
+knowledge: llhttp spots it, so HTTP/1.1 pays nothing) or a request asks ``Upgrade: h2c``.
+
+Flow control is credit: the client may send the body we granted (its window); we grant more
+(WINDOW_UPDATE) only as the app's ``receive()`` takes body, so a slow app holds the client
+back. ``send()`` sends no more than the client granted us and waits for its WINDOW_UPDATE.
+
+Attacks, and what bounds them (``toyservers.http2``): rapid reset (CVE-2023-44487) and the
+PING, SETTINGS, PRIORITY and empty-frame floods (CVE-2019-9512/9515/9516/9518) by a
+``FloodBudget``; a client that reads none of our answers (9512/9514/9517): we stop reading
+while our write buffer is full, and a ``send()`` holds one message; HPACK bombs and
+CONTINUATION floods: decoded fields and header block within ``max_header_size``;
+``MAX_CONCURRENT_STREAMS``, enforced by h2. Past a budget: GOAWAY ENHANCE_YOUR_CALM, close.
+
+Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
+its job), priorities (RFC 9113 §5.3.2 deprecates them), request trailers (dropped), CONNECT
+(501), WebSockets over HTTP/2.
+
+Spec: RFC 9113 §3 (starting), §5 (streams, flow control), §6.5 (SETTINGS), §6.8 (GOAWAY),
+§8 (HTTP semantics); RFC 7540 §3.2 (h2c); RFC 7541 (HPACK); RFC 7301 (ALPN); ASGI HTTP spec
+2.4 and its HTTP Trailers extension.
+
+Compare with: hypercorn/protocol/h2.py and http_stream.py; h2's asyncio example server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import socket
+from collections.abc import Callable
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+from h2.errors import ErrorCodes
+from h2.settings import SettingCodes, Settings
+
+from toyservers import asgi, http1, http2
+from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
+from toyservers._types import ASGIApp, Headers, Message, Scope
+from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
+from toyservers.config import Config
+from toyservers.httptools_server import IDLE, HttpToolsProtocol
+
+logger = logging.getLogger("toyservers.error")
+
+# -------------------------------------------------------------------------- Protocol interface
+
+
+class H2Protocol(HTTPProtocol):
+    """One HTTP/2 connection: h2 events in, one RequestResponseCycle per stream out."""
+
+    def __init__(self, state: ServerState) -> None:
+        super().__init__(state)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=False, header_encoding=None))
+        limit = self.config.max_header_size
+        self.conn.local_settings = Settings(client=False, initial_values={
+            SettingCodes.MAX_CONCURRENT_STREAMS: http2.MAX_CONCURRENT_STREAMS,
+            SettingCodes.MAX_HEADER_LIST_SIZE: limit,
+            SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: 16384})
+        self.conn.decoder.max_header_list_size = limit  # before the client ACKs the SETTINGS
+        self.streams: dict[int, RequestResponseCycle] = {}
+        self.access_log = self.config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
+        self.closing = False  # GOAWAY sent: streams in flight finish, new ones are refused
+        self.budget = http2.FloodBudget(self.loop.time)
+
+    def connection_made(self, transport: asyncio.BaseTransport,
+                        upgrade: tuple[bytes, Scope] | None = None) -> None:
+        """Send our SETTINGS (RFC 9113 §3.4); after ``Upgrade: h2c``, first the 101, and the
+        upgrade request becomes stream 1 (``upgrade``: its HTTP2-Settings and scope)."""
+        super().connection_made(transport)
+        if upgrade is None:
+            self.conn.initiate_connection()
+        else:
+            settings, scope = upgrade
+            try:
+                self.conn.initiate_upgrade_connection(base64.urlsafe_b64encode(settings))
+            except h2.exceptions.ProtocolError:  # a setting out of range (RFC 9113 §6.5.2)
+                return self.transport.close()
+            self.transport.write(http2.SWITCHING)
+            self.start_stream(1, scope, more_body=False)
+        self.flush()
+
+    # --8<-- [start:data_received]
+    def data_received(self, data: bytes) -> None:
+        try:
+            events = self.conn.receive_data(data)
+        except h2.exceptions.ProtocolError as exc:  # h2 queued a GOAWAY with the error code
+            logger.debug("HTTP/2 connection error from %s: %s", self.client, exc)
+            return self.close()
+        for event in events:
+            kind = type(event)
+            if kind is h2.events.DataReceived:
+                self.on_data(event)  # type: ignore[arg-type]
+            elif kind is h2.events.RequestReceived:
+                self.on_request(event)  # type: ignore[arg-type]
+            elif kind is h2.events.StreamEnded:
+                if cycle := self.streams.get(event.stream_id):  # type: ignore[attr-defined]
+                    cycle.more_body = False
+                    cycle.wake()
+            elif kind is h2.events.WindowUpdated or kind is h2.events.RemoteSettingsChanged:
+                # Credit for one stream, or for all (stream 0, or a new initial window size)
+                sid = getattr(event, "stream_id", 0)
+                for cycle in [self.streams[sid]] if sid in self.streams else self.streams.values():
+                    cycle.wake_sender()
+                if kind is h2.events.RemoteSettingsChanged and not self.spend(0, 1):
+                    return
+            elif kind is h2.events.StreamReset:
+                if not self.on_reset(event.stream_id):  # type: ignore[attr-defined]
+                    return
+            elif (kind is h2.events.PingReceived or kind is h2.events.PriorityUpdated) and \
+                    not self.spend(0, 1):
+                return
+            elif kind is h2.events.ConnectionTerminated:  # the client's GOAWAY: h2 sends no
+                return self.close()  # more frames after it, so nothing in flight can finish
+        # CONTINUATION flood: h2 holds an unfinished header block of up to 64 frames (1 MiB);
+        # we let it hold no more than a header list may be (RFC 9113 §10.5.1).
+        pending = self.conn.incoming_buffer._headers_buffer
+        if pending and sum(len(f.data) for f in pending) > self.config.max_header_size:
+            return self.calm("header block too large")
+        self.flush()
+    # --8<-- [end:data_received]
+
+    def flush(self) -> None:
+        """Write what h2 framed (responses, ACKs, WINDOW_UPDATEs) in one write."""
+        data = self.conn.data_to_send()
+        if data and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def close(self) -> None:  # with what h2 queued: its GOAWAY, after a connection error
+        self.flush()
+        self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        for cycle in self.streams.values():
+            cycle.disconnect()
+        self.streams.clear()
+
+    def pause_writing(self) -> None:
+        # The client reads nothing we write: read nothing it sends, so a flood of frames that
+        # h2 answers (PING, SETTINGS, bad frames: CVE-2019-9512/9514/9515) cannot pile up.
+        super().pause_writing()
+        self.flow.pause_reading()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.flow.resume_reading()
+
+    def spend(self, resets: int = 0, control: int = 0) -> bool:
+        """Count against the FloodBudget; past it, GOAWAY ENHANCE_YOUR_CALM and False."""
+        if reason := self.budget.spend(resets, control):
+            self.calm(reason)
+        return reason is None
+
+    def calm(self, reason: str) -> None:
+        logger.warning("closing HTTP/2 connection from %s: %s", self.client, reason)
+        self.conn.close_connection(ErrorCodes.ENHANCE_YOUR_CALM)
+        self.close()
+
+    def on_request(self, event: h2.events.RequestReceived) -> None:
+        """Check a request's pseudo-header fields, build its scope, and start its app."""
+        sid = event.stream_id
+        if self.closing:  # RFC 9113 §6.8: after our GOAWAY, new streams are refused
+            self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
+            return
+        pseudo, headers = {}, []
+        for name, value in event.headers or ():
+            if name[:1] == b":":
+                pseudo[name] = value
+            else:
+                headers.append((name, value))  # h2 joined the cookie fields (RFC 9113 §8.2.3)
+        status, method, raw_path, query = http2.request_target(pseudo, headers,
+                                                               self.config.max_headers)
+        scope = http_scope(self, method, "2", raw_path, query, headers)
+        if not status and at_concurrency_limit(self.state):
+            status = 503  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
+        cycle = self.start_stream(sid, scope, more_body=event.stream_ended is None,
+                                  run=not status)
+        if status:
+            cycle.send_error(status)
+
+    def start_stream(self, sid: int, scope: Scope, more_body: bool, run: bool = True
+                     ) -> RequestResponseCycle:
+        scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
+        expect = any(n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"])
+        self.streams[sid] = cycle = RequestResponseCycle(self, scope, sid, expect and more_body)
+        cycle.more_body = more_body
+        self.deadline.clear()
+        if run:
+            cycle.start_task(self.app)
+        return cycle
+
+    def on_data(self, event: h2.events.DataReceived) -> None:
+        """Body for a stream's app; the credit goes back as the app takes it."""
+        sid, data, length = event.stream_id, event.data or b"", event.flow_controlled_length or 0
+        if not data and not event.stream_ended and not self.spend(0, 1):
+            return  # an empty DATA frame flood (CVE-2019-9518)
+        cycle = self.streams.get(sid)
+        if cycle is not None and not (cycle.response_complete or cycle.disconnected):
+            cycle.body_size += len(data)
+            if self.config.max_body_size is None or cycle.body_size <= self.config.max_body_size:
+                cycle.body += data
+                cycle.credit += length
+                return cycle.wake()
+            cycle.send_error(413)  # RFC 9110 §15.5.14
+        self.conn.acknowledge_received_data(length, sid)  # nobody will read it
+
+    def on_reset(self, sid: int) -> bool:
+        """The client reset a stream: its app sees ``http.disconnect``. Rapid reset
+        (CVE-2023-44487) opens and resets streams to make us start apps: budgeted."""
+        cycle = self.streams.pop(sid, None)
+        if cycle is not None:
+            cycle.disconnect()
+        self.stream_done()
+        return self.spend(1, 0)
+
+    def stream_done(self) -> None:
+        """After a stream: with none left, close if shutting down, else start the idle deadline."""
+        if not self.streams:
+            if self.closing:
+                self.close()
+            else:
+                self.deadline.set("idle", self.config.timeout_keep_alive)
+
+    def on_timeout(self, kind: str) -> None:
+        """No stream for ``timeout_keep_alive`` seconds: GOAWAY and close."""
+        if not self.streams:
+            self.conn.close_connection()
+            self.close()
+
+    def shutdown(self) -> None:
+        """Graceful shutdown: GOAWAY with the last stream we took (RFC 9113 §6.8, framed by us:
+        h2 sends nothing after its own); streams in flight finish, then we close."""
+        if self.closing or self.transport.is_closing():
+            return
+        self.closing = True
+        self.flush()
+        self.transport.write(http2.goaway(self.conn.highest_inbound_stream_id))
+        self.stream_done()
+
+
+class HTTP1Protocol(HttpToolsProtocol):
+    """toy-httptools' HTTP/1.1 protocol, which hands its connection to ``H2Protocol`` when the
+    TLS handshake chose ``h2``, the client opens with the preface, or asks ``Upgrade: h2c``."""
+
+    __slots__ = ()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
+            protocol = H2Protocol(self.state)  # RFC 9113 §3.2: "h2" over TLS, by ALPN
+            transport.set_protocol(protocol)
+            protocol.connection_made(transport)
+        else:
+            super().connection_made(transport)
+
+    def h2_preface(self, data: bytes) -> bool:
+        """llhttp saw ``PRI * HTTP/2.0``: on a connection's first bytes, hand over (the
+        slices before ``data`` held the preface's first ``head_seen`` bytes: llhttp checked)."""
+        if self.messages != 1:
+            return False
+        self.hand_over(http2.PREFACE[:self.head_seen] + data)
+        return True
+
+    def status_for(self, exc: Exception, data: bytes, phase: int, messages: int) -> int:
+        """As toy-httptools', but a connection whose first line is no HTTP/1.x request line
+        at all is closed unanswered: its client speaks another protocol (an HTTP/2 client
+        with a bad preface: RFC 9113 §3.4, a connection error; no HTTP/1.1 answer)."""
+        status = super().status_for(exc, data, phase, messages)
+        if status in (400, 501) and phase == IDLE and self.messages == 1 and \
+                b" HTTP/" not in data.partition(b"\n")[0]:
+            self.reading_stopped = True
+            self.transport.close()
+            return 0
+        return status
+
+    def upgrade(self, rest: bytes) -> None:
+        """An ``Upgrade`` request was parsed, ``rest`` came after it: take ``h2c`` when it is
+        the only request in flight (RFC 7540 §3.2); anything else is answered as HTTP/1.1."""
+        cycle = self.cycle
+        if cycle is None or self.running is not None or list(self.pipeline) != [cycle]:
+            return
+        settings, scope = http2.h2c_settings(cycle.scope), cycle.scope
+        if settings is not None:  # the request, as HTTP/2 sees it (RFC 9113 §8.2.2)
+            scope["http_version"], scope["headers"] = "2", [
+                (n, v) for n, v in scope["headers"] if n not in http2.CONNECTION_SPECIFIC]
+            self.hand_over(rest, (settings, scope))
+
+    def hand_over(self, data: bytes, upgrade: tuple[bytes, Scope] | None = None) -> None:
+        """Give the connection to a new ``H2Protocol``, with the bytes not read yet."""
+        self.reading_stopped, self.phase = True, IDLE
+        self.pipeline.clear()
+        self.state.connections.discard(self)
+        self.deadline.close()
+        protocol = H2Protocol(self.state)
+        self.transport.set_protocol(protocol)
+        protocol.connection_made(self.transport, upgrade)
+        if data:
+            protocol.data_received(data)
+
+
+# ------------------------------------------------------------------------------ ASGI interface
+
+
+class RequestResponseCycle(asgi.RequestResponseCycle):
+    """One stream: ``send`` frames through h2 within the peer's windows; ``receive`` (the
+    base's) gives the stream's credit back as the app takes the body."""
+
+    protocol: H2Protocol
+
+    def __init__(self, protocol: H2Protocol, scope: Scope, stream_id: int,
+                 expect_100: bool) -> None:
+        super().__init__(protocol, scope, expect_100)
+        self.conn, self.stream_id = protocol.conn, stream_id
+        self.credit = 0  # bytes of body received, not yet granted back (WINDOW_UPDATE)
+        self.body_size = self.status = 0
+        self.head: Headers | None = None  # checked response fields, sent with the first body
+        self.body_sent = False  # the last http.response.body went out
+        self.trailers = False  # the app said it sends http.response.trailers
+        self.trailer_fields: Headers = []  # what it sent of them so far
+        self.window: asyncio.Future[None] | None = None  # send() waiting for credit
+
+    def wake_sender(self) -> None:
+        if self.window is not None and not self.window.done():
+            self.window.set_result(None)
+
+    def disconnect(self) -> None:
+        super().disconnect()
+        self.wake_sender()
+
+    def write_continue(self) -> None:
+        if not self.response_started:  # RFC 9113 §8.1: an interim response, in its own
+            self.conn.send_headers(self.stream_id, [(b":status", b"100")])  # HEADERS
+            self.protocol.flush()
+
+    def resume_reading(self) -> None:
+        """Grant the client the credit of the body the app took (RFC 9113 §6.9)."""
+        if self.credit and not self.disconnected:
+            self.conn.acknowledge_received_data(self.credit, self.stream_id)
+            self.credit = 0
+            self.protocol.flush()
+
+    async def receive(self) -> Message:
+        message = await super().receive()
+        if self.credit:  # the last body too: its credit is the connection's as well
+            self.resume_reading()
+        return message
+
+    # --8<-- [start:send]
+    async def send(self, message: Message) -> None:
+        """``http.response.start``, ``.body`` and ``.trailers``. Raises ClientDisconnected once
+        the stream is gone, http1.ResponseError for fields ``check_response`` refuses, and
+        RuntimeError for a message out of order."""
+        protocol = self.protocol
+        if protocol.flow.write_paused and not self.disconnected:
+            await protocol.flow.drain()
+        if self.disconnected:
+            raise ClientDisconnected
+        kind = message["type"]
+        if not self.response_started:
+            if kind != "http.response.start":
+                raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
+            headers = list(message.get("headers", ()))  # HTTP/2 allows a Trailer field:
+            trailer = [h for h in headers if h[0] in (b"trailer", b"Trailer")]
+            lines = http1.check_response(message["status"], [  # not hop-by-hop here
+                h for h in headers if h not in trailer], protocol.state.default_headers).lines
+            self.status = message["status"]  # lines: name, b": ", value, b"\r\n" per field
+            self.head = [(b":status", b"%d" % self.status), *(
+                (b"trailer", v) for _, v in trailer), *zip(lines[::4], lines[2::4], strict=True)]
+            self.trailers = bool(message.get("trailers", False))
+            self.response_started = True
+            if protocol.access_log:
+                log_access(protocol.client, self.scope, self.status)
+        elif self.response_complete:
+            raise RuntimeError(f"unexpected {kind!r} after the response")
+        elif kind == "http.response.body" and not self.body_sent:
+            await self.send_body(message.get("body", b""), message.get("more_body", False))
+        elif kind == "http.response.trailers" and self.trailers and self.body_sent:
+            self.trailer_fields += [(n.lower(), v) for n, v in message.get("headers", ())]
+            if not message.get("more_trailers", False):  # ASGI: trailers may come in parts
+                self.conn.send_headers(self.stream_id, self.trailer_fields, end_stream=True)
+                self.complete()
+        else:
+            raise RuntimeError(f"unexpected {kind!r} in the response")
+    # --8<-- [end:send]
+
+    async def send_body(self, body: bytes, more_body: bool) -> None:
+        """The HEADERS frame first (on the first body), then DATA frames within the client's
+        windows and MAX_FRAME_SIZE, waiting while a window is shut (RFC 9113 §5.2, §6.9)."""
+        if type(body) is not bytes:
+            raise http1.ResponseError(f"response body must be bytes, not {type(body).__name__}")
+        conn, sid = self.conn, self.stream_id
+        if self.scope["method"] == "HEAD" or self.status in (204, 304):
+            body = b""  # RFC 9110 §6.4.1: no content
+        end = not more_body and not self.trailers  # END_STREAM on the last frame
+        self.body_sent = not more_body
+        if self.head is not None:  # the first body message: the head goes first
+            conn.send_headers(sid, self.head, end_stream=end and not body)
+            self.head = None
+            if end and not body:
+                return self.complete()
+        view = memoryview(body)
+        while view or (end and not body):
+            if self.disconnected:
+                raise ClientDisconnected
+            size = min(len(view), conn.local_flow_control_window(sid),
+                       conn.max_outbound_frame_size)
+            if size <= 0 and view:  # shut: wait for the client's WINDOW_UPDATE
+                self.protocol.flush()
+                self.window = self.protocol.loop.create_future()
+                await self.window
+                self.window = None
+                continue
+            conn.send_data(sid, view[:size], end_stream=end and size == len(view))
+            view = view[size:]
+            if not view:
+                break
+        if end:
+            self.complete()
+        else:
+            self.protocol.flush()
+
+    def complete(self) -> None:
+        """The response is out: end the stream's cycle; a request body still coming is
+        refused with RST_STREAM NO_ERROR (RFC 9113 §8.1), its credit returned."""
+        self.response_complete = True
+        protocol = self.protocol
+        try:
+            if self.more_body and not self.disconnected:
+                protocol.conn.reset_stream(self.stream_id, ErrorCodes.NO_ERROR)
+            if self.credit:
+                protocol.conn.acknowledge_received_data(self.credit, self.stream_id)
+                self.credit = 0
+        except h2.exceptions.ProtocolError:
+            pass  # the stream is gone already
+        protocol.flush()
+        self.wake()
+        if protocol.streams.get(self.stream_id) is self:
+            del protocol.streams[self.stream_id]
+            protocol.stream_done()
+
+    def send_error(self, status: int) -> None:
+        """Answer ``status`` on this stream when no byte of the response is out, else reset
+        it with INTERNAL_ERROR (RFC 9113 §8.1: the stream ends, the connection goes on)."""
+        protocol = self.protocol
+        if self.response_complete or protocol.transport.is_closing():
+            return
+        try:
+            if not self.response_started or self.head is not None:  # nothing framed yet
+                body = http1.reason(status) or b"Error"
+                if protocol.access_log and not self.response_started:
+                    log_access(protocol.client, self.scope, status)
+                self.response_started, self.head = True, None
+                self.conn.send_headers(self.stream_id, [
+                    (b":status", b"%d" % status), *protocol.state.default_headers,
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", b"%d" % len(body))])
+                self.conn.send_data(self.stream_id, body, end_stream=True)
+            else:
+                self.conn.reset_stream(self.stream_id, ErrorCodes.INTERNAL_ERROR)
+        except h2.exceptions.ProtocolError:
+            pass  # the stream is closed already
+        self.complete()
+        self.disconnect()  # the app, if running, sees http.disconnect
+
+
+# ------------------------------------------------------------------------------------- serve
+
+
+async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
+                ready: Callable[[tuple[str, int]], object] | None = None,
+                shutdown: asyncio.Event | None = None) -> None:
+    """Serve ``app`` over HTTP/2 and HTTP/1.1 on one port until ``shutdown`` is set (or
+    SIGINT/SIGTERM); the arguments and errors are ``toyservers._server.serve_protocol``'s."""
+    await serve_protocol(HTTP1Protocol, app, config, sock=sock, ready=ready,
+                         shutdown=shutdown, name="toy-h2", alpn_protocols=["h2", "http/1.1"])
+
+
+# --------------------------------------------------------------------------------------- run
+
+
+def run(app: ASGIApp, config: Config) -> None:
+    """Block serving ``app`` on the configured event loop (``toyserve --server toy-h2``)."""
+    run_server(serve, app, config)
