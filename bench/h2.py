@@ -439,7 +439,7 @@ def goals(rows: Sequence[dict[str, Any]], server: str = DEFAULT_SERVER) -> list[
     entry per (protocol, connections) and goal, ``{"goal", "protocol", "connections", "met"
     (True, False, or None when a row is missing), "arithmetic"}``."""
     out = []
-    found = {(_key(r), r["server"]): r for r in rows if r["status"] == "ok"}
+    found = {(_key(r), r["server"]): r for r in rows}
     points = sorted({(r["protocol"], r["connections"]) for r in rows
                      if r["workload"] == "post" and r["streams"] == GOAL_STREAMS})
     for protocol, connections in points:
@@ -448,11 +448,14 @@ def goals(rows: Sequence[dict[str, Any]], server: str = DEFAULT_SERVER) -> list[
         where = f"post, {protocol}, -c {connections} -m {GOAL_STREAMS}"
         rps_goal = f"{server} RPS ≥ {GOAL_RATIO}× {REFERENCE}'s ({where})"
         rss_goal = f"{server} peak RSS ≤ {REFERENCE}'s ({where})"
-        if mine is None or theirs is None:
-            missing = server if mine is None else REFERENCE
+        problem = next((f"no {name} row" if row is None else f"the {name} row {row['status']}"
+                        for name, row in ((server, mine), (REFERENCE, theirs))
+                        if row is None or row["status"] != "ok" or not row["rps_median"]),
+                       None)
+        if problem is not None or mine is None or theirs is None:
             for goal in (rps_goal, rss_goal):
                 out.append({"goal": goal, "protocol": protocol, "connections": connections,
-                            "met": None, "arithmetic": f"no {missing} row"})
+                            "met": None, "arithmetic": problem})
             continue
         ratio = mine["rps_median"] / theirs["rps_median"]
         out.append({"goal": rps_goal, "protocol": protocol, "connections": connections,
