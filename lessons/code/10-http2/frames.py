@@ -12,8 +12,8 @@ time so the frames come in the same order every run:
 4. GOAWAY, and close.
 
 Run: ``python lessons/code/10-http2/frames.py 8000`` against a server on port 8000 (the step 1
-server, toy-h2, hypercorn). ``date`` values are printed as they come; ``:authority`` leaves the port out, so the
-transcript is the same on every run.
+server, toy-h2, hypercorn). ``date`` values are printed as they come; ``:authority`` leaves
+the port out, so the transcript is the same on every run.
 Spec: RFC 9113 §3.4 (preface), §4.1 (frame layout), §6 (frame types); RFC 7541 (HPACK).
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from collections.abc import Iterator
 
 import h2.config
 import h2.connection
@@ -44,7 +45,8 @@ class Printer:
         self.buffer = b""
         self.hpack = hpack.Decoder()  # each direction has its own dynamic table
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """Print each complete frame in ``data`` (and what came before) and yield its bytes."""
         if data.startswith(PREFACE):
             print(f"{self.arrow} preface  {PREFACE!r}")
             data = data[len(PREFACE):]
@@ -54,8 +56,9 @@ class Printer:
             if len(self.buffer) < 9 + length:
                 return
             frame.parse_body(memoryview(self.buffer[9:9 + length]))
-            self.buffer = self.buffer[9 + length:]
+            raw, self.buffer = self.buffer[:9 + length], self.buffer[9 + length:]
             self.show(frame, length)
+            yield raw
 
     def show(self, frame: hf.Frame, length: int) -> None:
         flags = ",".join(sorted(frame.flags)) or "-"
@@ -84,25 +87,27 @@ def main(port: int) -> None:
 
         def write() -> None:
             data = conn.data_to_send()
-            sent.feed(data)
+            for _ in sent.feed(data):
+                pass
             sock.sendall(data)
 
         def read_until(done: type, stream_id: int | None = None) -> None:
-            """Read and print until an event of type ``done`` (for ``stream_id``) arrives."""
-            while True:
+            """Read and print until an event of type ``done`` (for ``stream_id``) arrives.
+            Frames go to h2 one at a time, so what we answer (an ACK, a WINDOW_UPDATE) is
+            printed right after the frame that caused it, however the bytes were cut."""
+            finished = False
+            while not finished:
                 data = sock.recv(65536)
                 if not data:
                     raise SystemExit("the server closed the connection")
-                received.feed(data)
-                events = conn.receive_data(data)
-                write()  # h2 may owe an ACK or a WINDOW_UPDATE
-                for event in events:
-                    if isinstance(event, h2.events.DataReceived):
-                        conn.acknowledge_received_data(event.flow_controlled_length,
-                                                       event.stream_id)
-                        write()
-                    if isinstance(event, done) and stream_id in (None, getattr(event, "stream_id", None)):
-                        return
+                for frame in received.feed(data):
+                    for event in conn.receive_data(frame):
+                        if isinstance(event, h2.events.DataReceived):
+                            conn.acknowledge_received_data(event.flow_controlled_length,
+                                                           event.stream_id)
+                        finished = finished or (isinstance(event, done) and getattr(
+                            event, "stream_id", None) == stream_id)
+                    write()
 
         conn.initiate_connection()
         write()
