@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from apps.h2_bodies import SHORT_BODY
 from bench.process import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +59,22 @@ def test_the_pages_curl_command() -> None:
     assert out.returncode == 0 and out.stdout == "hello over HTTP/2\n", out
 
 
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_toy_h2_answers_curls_h2c_upgrade() -> None:
+    text = PAGE.read_text()
+    assert "toyserve apps.h2_bodies:app --server toy-h2 --port 8000" in text
+    assert "curl --http2 http://127.0.0.1:8000/short" in text
+    port = free_port()
+    argv = [sys.executable, "-m", "toyservers.cli", "apps.h2_bodies:app", "--server", "toy-h2",
+            "--port", str(port)]
+    with ServerProcess(argv, port=port, cwd=ROOT):
+        out = subprocess.run(["curl", "-s", "--http2", "-w", " %{http_version}",
+                              f"http://127.0.0.1:{port}/short"],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out
+    assert out.stdout == SHORT_BODY.decode() + " 2", out.stdout  # upgraded: HTTP/2
+
+
 def test_frame_transcript_matches_what_frames_py_prints() -> None:
     with step_server() as server:
         out = subprocess.run([sys.executable, str(CODE / "frames.py"), str(server.port)],
@@ -74,7 +91,7 @@ def test_frame_transcript_matches_what_frames_py_prints() -> None:
 
 def test_the_pages_figures_come_from_the_committed_results() -> None:
     text = PAGE.read_text()
-    assert '--8<-- "lessons/results/h2/results.md"' in text
+    assert '--8<-- "lessons/results/h2/results.md"' in text and "results/h2/h2.png" in text
     data = json.loads((ROOT / "lessons" / "results" / "h2" / "results.json").read_text())
     assert data["experiment"] == "h2" and data["rows"]
     assert "bench h2" in " ".join(data["command"])
