@@ -46,6 +46,7 @@ import json
 import socket
 import ssl
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -571,6 +572,12 @@ class _RichProgress:
         self.progress.advance(self.task, steps)
 
 
+def _program() -> str:
+    """How ``bench`` was called: ``bench`` for ``python -m bench.cli`` too."""
+    name = Path(sys.argv[0]).name
+    return "bench" if name in ("cli.py", "__main__.py") else name
+
+
 def make_certificate(folder: Path) -> tuple[tuple[str, str], ssl.SSLContext]:
     """A throwaway CA and a certificate for 127.0.0.1 in ``folder``: ``((certfile,
     keyfile), client context trusting the CA and offering ALPN h2)``.
@@ -618,13 +625,25 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
                                       flags=("--server-cpu", "--load-cpu"))
     if pinning.server_cpu is None and settings.pin:
         console.print(f"[yellow]note:[/] {pinning.text}")
-    tls, context = (None, None)
-    if "h2" in settings.modes:
-        tls, context = make_certificate(out / "tls")
+    started = datetime.now(UTC)
+    env = environment(h2load)  # the git state before the run writes its files
+    with tempfile.TemporaryDirectory(prefix="bench-h2-tls-") as tls_dir:
+        tls, context = (None, None)
+        if "h2" in settings.modes:  # a throwaway key: never written to the results folder
+            tls, context = make_certificate(Path(tls_dir))
+        results = _measure_rows(settings, servers, pinning, tls, context, h2load, wrk, console,
+                                out)
+    rows = rows_json(results)
+    return _finish(settings, servers, notes, pinning, started, env, rows, wrk)
+
+
+def _measure_rows(settings: Settings, servers: list[str], pinning: Pinning,
+                  tls: tuple[str, str] | None, context: ssl.SSLContext | None, h2load: H2Load,
+                  wrk: Wrk | None, console: Console, out: Path) -> list[RowResult]:
+    """Measure every planned row in order with the harness, one line printed per row."""
     plans = plan_rows(settings, servers)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    started = datetime.now(UTC)
     results: list[RowResult] = []
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn())
@@ -648,14 +667,19 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
                 progress.console.print(Panel(measurement.log_tail or "(empty log)",
                                              title=f"[red]✗ {plan.label} failed:[/] "
                                                    f"{measurement.error}", title_align="left"))
-    rows = rows_json(results)
-    env = environment(h2load)
+    return results
+
+
+def _finish(settings: Settings, servers: list[str], notes: list[str], pinning: Pinning,
+            started: datetime, env: dict[str, Any], rows: list[dict[str, Any]],
+            wrk: Wrk | None) -> dict[str, Any]:
+    """results.json's content from what :func:`measure` gathered."""
     if wrk is not None:
         env["wrk"] = {"path": wrk.path, "version": wrk.version()}
     return {
         "experiment": "h2",
         "date": started.isoformat(timespec="seconds"),
-        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "command": [_program(), *sys.argv[1:]],
         "settings": {
             "threads": settings.threads, "duration_s": settings.duration,
             "warmup_s": settings.warmup, "runs": settings.runs, "servers": servers,
