@@ -74,6 +74,15 @@ class H2Client:
         self.settings_received = False
         raw = sock or socket.create_connection((HOST, port), timeout=timeout)
         self.sock: socket.socket = raw
+        try:
+            self._start(raw, context, settings, upgraded)
+        except BaseException:  # a server that does not speak HTTP/2: no socket left open
+            raw.close()
+            self.sock.close()
+            raise
+
+    def _start(self, raw: socket.socket, context: ssl.SSLContext | None,
+               settings: dict[int, int] | None, upgraded: bytes | None) -> None:
         if context is not None:
             self.sock = context.wrap_socket(raw, server_hostname=HOST)
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))

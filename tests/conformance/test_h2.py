@@ -64,19 +64,19 @@ def test_h2c_upgrade_answers_the_request_on_stream_1(server: ConformanceServer) 
     # answers 101, sends its preface, and the response to that request comes as stream 1.
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     settings = conn.initiate_upgrade_connection()  # the SETTINGS payload, base64url
-    sock = connect(server.port)
-    sock.sendall(b"GET /scope HTTP/1.1\r\nHost: " + HOST.encode() + b"\r\n"
-                 b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
-                 b"HTTP2-Settings: " + settings + b"\r\n\r\n")
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = sock.recv(65536)
-        assert chunk, f"closed before answering the upgrade: {head!r}"
-        head += chunk
-    head, _, rest = head.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 101"), head
-    with H2Client(server.port, sock=sock, upgraded=rest) as client:
-        stream = client.response(1)
+    with connect(server.port) as sock:
+        sock.sendall(b"GET /scope HTTP/1.1\r\nHost: " + HOST.encode() + b"\r\n"
+                     b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                     b"HTTP2-Settings: " + settings + b"\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed before answering the upgrade: {head!r}"
+            head += chunk
+        head, _, rest = head.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101"), head
+        with H2Client(server.port, sock=sock, upgraded=rest) as client:
+            stream = client.response(1)
     assert stream.status == 200
     scope = json.loads(bytes(stream.data))
     assert scope["http_version"] == "2" and scope["path"] == "/scope", scope
