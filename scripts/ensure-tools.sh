@@ -4,13 +4,13 @@
 # otherwise we stop with one line saying what to install.
 # Two names are build inputs rather than commands: `libev` (the headers bjoern compiles
 # against, checked as ev.h) and `cc` (a C compiler).
-# `h2spec` is no apt package: it is built with the Go toolchain (`go install`), when `go` is
-# on PATH (or in /usr/local/go/bin). It is optional: without Go the script says so in one line
-# and goes on (the h2spec tests then skip, saying the same).
-#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc h2spec
+#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc
 set -euo pipefail
 
-# h2spec: the HTTP/2 conformance tool (github.com/summerwind/h2spec), built from its module.
+# `h2spec` (the HTTP/2 conformance tool, github.com/summerwind/h2spec) is no apt package: it is
+# built from its module with the Go toolchain (`go install`), when `go` is on PATH or in
+# /usr/local/go/bin. It is optional: without Go the script says so in one line and goes on
+# (the h2spec tests then skip, saying the same).   usage: scripts/ensure-tools.sh h2spec
 H2SPEC_MODULE=github.com/summerwind/h2spec/cmd/h2spec@latest
 install_h2spec() {
     local go bin

@@ -19,13 +19,19 @@ import pytest
 import trustme
 from h2.errors import ErrorCodes
 from h2.settings import SettingCodes
-from hyperframe.frame import ContinuationFrame, HeadersFrame, PingFrame, SettingsFrame
+from hyperframe.frame import (
+    ContinuationFrame,
+    HeadersFrame,
+    PingFrame,
+    PriorityFrame,
+    SettingsFrame,
+)
 
-from tests.support.h2_harness import AUTHORITY, H2Harness, split_frames
+from tests.support.h2_harness import AUTHORITY, H2Harness, SwitchingTransport, split_frames
 from tests.support.mock import FakeClockLoop
 from tests.support.protocol_harness import fake_loop_fixture
 from tests.support.running import serving
-from toyservers import http2
+from toyservers import _server, http2
 
 Scope = dict[str, Any]
 RST_STREAM = 0x3  # the frame type (RFC 9113 §6.4)
@@ -189,6 +195,17 @@ def test_send_waits_for_the_clients_window(loop: FakeClockLoop) -> None:
     assert h.response(sid)[2] == b"x" * 20000
 
 
+def test_expect_100_continue_is_an_interim_headers_frame(loop: FakeClockLoop) -> None:
+    h = H2Harness(loop, Recorder())
+    sid = h.request(method=b"POST", headers=[(b"expect", b"100-continue")], end=False)
+    h.pump()
+    (interim,) = h.of(h2.events.InformationalResponseReceived, sid)
+    assert dict(interim.headers or ())[b":status"] == b"100"
+    h.client.send_data(sid, b"body", end_stream=True)
+    h.pump()
+    assert h.response(sid)[0] == 200
+
+
 def test_data_frames_respect_max_frame_size(loop: FakeClockLoop) -> None:
     h = H2Harness(loop, Recorder(body=b"z" * 50000))
     sid = h.request()
@@ -239,6 +256,22 @@ def test_response_trailers(loop: FakeClockLoop) -> None:
     (trailers,) = h.of(h2.events.TrailersReceived, sid)
     assert dict(trailers.headers or ()) == {b"x-checksum": b"abc"}
     assert h.of(h2.events.StreamEnded, sid)
+
+
+async def bad_trailers_app(scope: Scope, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "trailers": True})
+    await send({"type": "http.response.body", "body": b"data"})
+    await send({"type": "http.response.trailers", "headers": [(b"x-bad", b"a\r\nb")]})
+
+
+def test_trailers_are_checked_as_fields(loop: FakeClockLoop) -> None:
+    """A control byte in a trailer value (RFC 9110 §5.5) fails the app's send(); the body is
+    out, so the stream is reset."""
+    h = H2Harness(loop, bad_trailers_app)
+    sid = h.request()
+    h.pump()
+    assert not h.of(h2.events.TrailersReceived, sid)
+    assert [e.error_code for e in h.of(h2.events.StreamReset, sid)] == [ErrorCodes.INTERNAL_ERROR]
 
 
 async def fails_before(scope: Scope, receive: Any, send: Any) -> None:
@@ -311,6 +344,24 @@ def test_after_goaway_new_streams_are_refused(loop: FakeClockLoop) -> None:
     assert h.response(first)[0] == 200
 
 
+def test_a_body_that_stops_coming_gets_408(loop: FakeClockLoop) -> None:
+    h = H2Harness(loop, Recorder(), timeout_body=30, timeout_keep_alive=5)
+    sid = h.request(method=b"POST", body=b"part", end=False)
+    h.pump()
+    h.advance(29)
+    h.client.send_data(sid, b"more")  # each DATA moves the deadline on
+    h.pump()
+    h.advance(29)
+    h.pump()
+    assert h.response(sid)[0] == 0
+    h.advance(1.5)
+    h.pump()
+    assert h.response(sid)[0] == 408 and not h.transport.closed
+    h.advance(5.5)  # then idle: no stream left
+    h.pump()
+    assert h.transport.closed
+
+
 def test_idle_connection_gets_goaway_after_keep_alive(loop: FakeClockLoop) -> None:
     h = H2Harness(loop, Recorder(), timeout_keep_alive=5)
     h.request()
@@ -353,9 +404,10 @@ def test_the_reset_budget_refills_each_interval(loop: FakeClockLoop) -> None:
     assert not h.transport.closed
 
 
-@pytest.mark.parametrize("flood", ["ping", "settings", "empty-data"])
+@pytest.mark.parametrize("flood", ["ping", "settings", "empty-data", "priority"])
 def test_control_frame_floods_get_goaway(loop: FakeClockLoop, flood: str) -> None:
-    """The 2019 floods: PING (CVE-2019-9512), SETTINGS (9515), empty DATA frames (9518)."""
+    """The 2019 floods: PING (CVE-2019-9512), SETTINGS (9515), empty DATA frames (9518),
+    PRIORITY frames reshuffling idle streams (the resource loop, 9513)."""
     h = H2Harness(loop, disconnect_waiter)
     sid = h.request(end=False)
     h.pump()
@@ -365,11 +417,29 @@ def test_control_frame_floods_get_goaway(loop: FakeClockLoop, flood: str) -> Non
     elif flood == "settings":
         h.send_frames(SettingsFrame(0, settings={SettingCodes.ENABLE_PUSH: 0})
                       for _ in range(n))
+    elif flood == "priority":
+        h.send_frames(PriorityFrame(1001 + 2 * i, depends_on=1001 + 2 * (i + 1) % 99,
+                                    stream_weight=15) for i in range(n))
     else:
         for _ in range(n):
             h.client.send_data(sid, b"")
     h.pump()
     assert calmed(h)
+
+
+def test_priority_sent_with_requests_is_not_a_flood(loop: FakeClockLoop,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Browsers send priority in every HEADERS frame: that is no control frame flood."""
+    monkeypatch.setattr(http2, "MAX_CONTROL_FRAMES", 5)
+    h = H2Harness(loop, Recorder())
+    for _ in range(10):
+        sid = h.client.get_next_available_stream_id()
+        h.client.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"http"),
+                                    (b":authority", b"a"), (b":path", b"/")],
+                              end_stream=True, priority_weight=32, priority_depends_on=0)
+        h.pump()
+        assert h.response(sid)[0] == 200
+    assert not h.transport.closed
 
 
 def test_continuation_flood_is_bounded(loop: FakeClockLoop) -> None:
@@ -401,6 +471,7 @@ def test_hpack_bomb_is_bounded(loop: FakeClockLoop) -> None:
 def test_max_concurrent_streams_is_advertised_and_enforced(loop: FakeClockLoop) -> None:
     h = H2Harness(loop, disconnect_waiter)
     assert h.client.remote_settings.max_concurrent_streams == http2.MAX_CONCURRENT_STREAMS
+    assert h.client.remote_settings.max_header_list_size == h.state.config.max_header_size
     encoder = hpack.Encoder()
     frames = [HeadersFrame(1 + 2 * n, encoder.encode([
         (b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b":authority", b"a")]),
@@ -408,6 +479,38 @@ def test_max_concurrent_streams_is_advertised_and_enforced(loop: FakeClockLoop) 
     h.send_frames(frames)
     h.pump()
     assert h.transport.closed and [code for code, _ in h.goaways] == [ErrorCodes.PROTOCOL_ERROR]
+
+
+class HalfClosingTransport(SwitchingTransport):
+    """A TCP-like transport: it can send FIN (``write_eof``) and still read."""
+
+    eof_written = False
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof_written = True
+
+
+def test_a_connection_error_closes_in_stages(loop: FakeClockLoop) -> None:
+    """RFC 9112 §9.6: GOAWAY, then FIN; what the client still sends is read and dropped, so
+    the kernel sends no RST that could destroy the GOAWAY; the close comes LINGER seconds on."""
+    h = H2Harness(loop, Recorder())
+    transport = HalfClosingTransport()
+    transport.set_protocol(h.protocol)
+    h.transport = transport
+    h.protocol.transport = transport  # the same connection, on a transport that half-closes
+    h.send_bytes(b"\x00\x00\x08\x06\x00\x00\x00\x00\x01" + b"\x00" * 8)  # PING, stream 1
+    assert h.take_goaways(transport.take()) == b"" and h.goaways[0][0] == ErrorCodes.PROTOCOL_ERROR
+    assert transport.eof_written and not transport.closed
+    server = h.state.connections.copy().pop()
+    transport.get_protocol().data_received(b"more frames")  # dropped by the lingering protocol
+    assert transport.take() == b""
+    h.advance(_server.LINGER)
+    assert transport.closed
+    transport.get_protocol().connection_lost(None)
+    assert server not in h.state.connections
 
 
 # --- the hand-over from HTTP/1.1 -------------------------------------------------------------
@@ -423,6 +526,19 @@ def test_prior_knowledge_preface_split_over_reads(loop: FakeClockLoop) -> None:
     h.pump()
     assert h.response(sid)[0] == 200
     assert type(h.protocol).__name__ == "H2Protocol"
+
+
+def test_preface_request_and_body_in_one_large_read(loop: FakeClockLoop) -> None:
+    """What follows the preface in the same read reaches HTTP/2 whole, past toy-httptools'
+    4 KiB slices."""
+    app = Recorder()
+    h = H2Harness(loop, app, http1=True)
+    h.client.initiate_connection()
+    sid = h.request(method=b"POST", body=b"q" * 10000)
+    h.send_bytes(h.client.data_to_send())
+    h.pump()
+    assert h.response(sid)[0] == 200
+    assert b"".join(m.get("body", b"") for m in app.messages) == b"q" * 10000
 
 
 def test_h2c_upgrade_answers_the_request_on_stream_1(loop: FakeClockLoop) -> None:
@@ -463,6 +579,21 @@ def test_an_invalid_preface_is_closed_unanswered(loop: FakeClockLoop) -> None:
     h.send_bytes(b"INVALID CONNECTION PREFACE\r\n\r\n")
     h.spin()
     assert h.transport.closed and h.transport.take() == b""
+
+
+def test_request_target_takes_the_pseudo_header_fields_out() -> None:
+    base = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"a.example")]
+    fields = [*base, (b":path", b"/x?y=1"), (b"accept", b"*/*")]
+    assert http2.request_target(fields, 100) == (
+        0, "GET", b"/x", b"y=1", [(b"host", b"a.example"), (b"accept", b"*/*")])
+    with_host = http2.request_target([*fields, (b"host", b"a.example")], 100)[4]
+    assert [name for name, _ in with_host].count(b"host") == 1
+    assert http2.request_target([*base, (b":path", b"/x")], 0)[0] == 431  # host + 0 allowed
+    assert http2.request_target([*base, (b":path", b"x")], 100)[0] == 400
+    assert http2.request_target([(b":method", b"OPTIONS"), (b":path", b"*")], 100)[:3] == (
+        0, "OPTIONS", b"*")
+    assert http2.request_target([(b":method", b"CONNECT"), (b":authority", b"a:1")], 100)[0] \
+        == 501
 
 
 def test_h2c_settings_checks() -> None:

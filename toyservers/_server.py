@@ -8,7 +8,9 @@ implements ``shutdown()``; its ``serve()`` hands that class to ``serve_protocol`
   ``state`` dict, the live connections and ASGI tasks, the cached ``Date``/``Server`` headers).
 - ``HTTPProtocol``: the base of every server's protocol class: connection bookkeeping (the
   addresses, scheme and ``tls`` extension, ``TCP_NODELAY``), ``FlowControl`` for both
-  directions, and the ``Deadline`` that closes a connection which never sends a byte.
+  directions, the ``Deadline`` that closes a connection which never sends a byte, and
+  ``lingering_close`` (close in stages, RFC 9112 §9.6: a peer still sending gets our last
+  bytes, not a reset).
 - ``Deadline``: one timer per connection for whichever deadline runs (idle, head, body).
 - ``serve_protocol``: lifespan startup, ``loop.create_server``, a once-a-second tick that
   refreshes the ``Date`` header, and graceful shutdown on SIGINT/SIGTERM: stop accepting,
@@ -190,6 +192,22 @@ def _address(info: Any) -> tuple[str, int] | None:
     return None
 
 
+LINGER = 2.0  # seconds a connection closed in stages reads (and drops) before closing
+
+
+class _Lingering(asyncio.Protocol):
+    """The protocol of a half-closed connection: drops what comes; passes the loss on."""
+
+    def __init__(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
+
+    def data_received(self, data: bytes) -> None:
+        pass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.protocol.connection_lost(exc)
+
+
 class HTTPProtocol(asyncio.Protocol):
     """The base of every toy server's protocol class: what a connection is, besides parsing.
 
@@ -242,6 +260,22 @@ class HTTPProtocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.flow.resume_writing()
+
+    def lingering_close(self) -> None:
+        """Close in stages, as RFC 9112 §9.6 advises against "the TCP reset problem": closing
+        a socket whose peer still sends makes the kernel answer RST, which can destroy our
+        last bytes (an error response, a GOAWAY) before the peer reads them. So: send FIN
+        (``write_eof``), read and drop what still comes until the peer closes or ``LINGER``
+        seconds pass, then close; ``connection_lost`` still comes here. Over TLS (asyncio has
+        no half-close there) the transport just closes."""
+        transport = self.transport
+        if not transport.can_write_eof() or transport.is_closing():
+            transport.close()
+            return
+        transport.write_eof()
+        transport.set_protocol(_Lingering(self))
+        transport.resume_reading()  # a no-op unless reading was paused
+        self.loop.call_later(LINGER, transport.close)
 
     def on_timeout(self, kind: str) -> None:
         """Deadline ``kind`` expired. This base closes on ``idle``; a subclass answers 408 to

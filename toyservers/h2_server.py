@@ -13,12 +13,11 @@ Flow control is credit: the client may send the body we granted (its window); we
 (WINDOW_UPDATE) only as the app's ``receive()`` takes body, so a slow app holds the client
 back. ``send()`` sends no more than the client granted us and waits for its WINDOW_UPDATE.
 
-Attacks, and what bounds them (``toyservers.http2``): rapid reset (CVE-2023-44487) and the
-PING, SETTINGS, PRIORITY and empty-frame floods (CVE-2019-9512/9515/9516/9518) by a
-``FloodBudget``; a client that reads none of our answers (9512/9514/9517): we stop reading
-while our write buffer is full, and a ``send()`` holds one message; HPACK bombs and
-CONTINUATION floods: decoded fields and header block within ``max_header_size``;
-``MAX_CONCURRENT_STREAMS``, enforced by h2. Past a budget: GOAWAY ENHANCE_YOUR_CALM, close.
+Attacks, and their bounds: rapid reset (CVE-2023-44487), PING, SETTINGS, PRIORITY and empty
+frame floods (CVE-2019-9512/9513/9515/9518): a ``http2.FloodBudget``; a client reading none
+of our answers (9512/9514/9517): we stop reading while our write buffer is full, a ``send()``
+holds one message; HPACK bombs, CONTINUATION floods: ``max_header_size``; streams at once:
+``MAX_CONCURRENT_STREAMS``. Past a budget: GOAWAY ENHANCE_YOUR_CALM, then close.
 
 Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
 its job), priorities (RFC 9113 §5.3.2 deprecates them), request trailers (dropped), CONNECT
@@ -28,8 +27,7 @@ Spec: RFC 9113 §3 (starting), §5 (streams, flow control), §6.5 (SETTINGS), §
 §8 (HTTP semantics); RFC 7540 §3.2 (h2c); RFC 7541 (HPACK); RFC 7301 (ALPN); ASGI HTTP spec
 2.4 and its HTTP Trailers extension.
 
-Compare with: hypercorn/protocol/h2.py and http_stream.py; h2's asyncio example server.
-"""
+Compare with: hypercorn/protocol/h2.py and http_stream.py; h2's asyncio example server."""
 
 from __future__ import annotations
 
@@ -120,9 +118,10 @@ class H2Protocol(HTTPProtocol):
             elif kind is h2.events.StreamReset:
                 if not self.on_reset(event.stream_id):  # type: ignore[attr-defined]
                     return
-            elif (kind is h2.events.PingReceived or kind is h2.events.PriorityUpdated) and \
-                    not self.spend(0, 1):
-                return
+            elif kind is h2.events.PingReceived or kind is h2.events.PriorityUpdated and \
+                    getattr(event, "stream_id", 0) not in self.streams:  # not with a request
+                if not self.spend(0, 1):
+                    return
             elif kind is h2.events.ConnectionTerminated:  # the client's GOAWAY: h2 sends no
                 return self.close()  # more frames after it, so nothing in flight can finish
         # CONTINUATION flood: h2 holds an unfinished header block of up to 64 frames (1 MiB);
@@ -133,15 +132,19 @@ class H2Protocol(HTTPProtocol):
         self.flush()
     # --8<-- [end:data_received]
 
-    def flush(self) -> None:
-        """Write what h2 framed (responses, ACKs, WINDOW_UPDATEs) in one write."""
+    def flush(self) -> None:  # what h2 framed (responses, ACKs, WINDOW_UPDATEs): one write
         data = self.conn.data_to_send()
         if data and not self.transport.is_closing():
             self.transport.write(data)
 
-    def close(self) -> None:  # with what h2 queued: its GOAWAY, after a connection error
+    def close(self) -> None:
+        """Write what h2 queued (a GOAWAY) and close in stages (``lingering_close``): a client
+        still sending reads our GOAWAY, not a reset. Apps still running see http.disconnect."""
         self.flush()
-        self.transport.close()
+        self.deadline.close()
+        for cycle in self.streams.values():
+            cycle.disconnect()  # their sends raise ClientDisconnected
+        self.lingering_close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -149,10 +152,8 @@ class H2Protocol(HTTPProtocol):
             cycle.disconnect()
         self.streams.clear()
 
-    def pause_writing(self) -> None:
-        # The client reads nothing we write: read nothing it sends, so a flood of frames that
-        # h2 answers (PING, SETTINGS, bad frames: CVE-2019-9512/9514/9515) cannot pile up.
-        super().pause_writing()
+    def pause_writing(self) -> None:  # the client reads nothing: nor do we, so no flood of
+        super().pause_writing()  # frames that h2 answers (PING...) can pile answers up here
         self.flow.pause_reading()
 
     def resume_writing(self) -> None:
@@ -176,14 +177,8 @@ class H2Protocol(HTTPProtocol):
         if self.closing:  # RFC 9113 §6.8: after our GOAWAY, new streams are refused
             self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
             return
-        pseudo, headers = {}, []
-        for name, value in event.headers or ():
-            if name[:1] == b":":
-                pseudo[name] = value
-            else:
-                headers.append((name, value))  # h2 joined the cookie fields (RFC 9113 §8.2.3)
-        status, method, raw_path, query = http2.request_target(pseudo, headers,
-                                                               self.config.max_headers)
+        status, method, raw_path, query, headers = http2.request_target(
+            event.headers or (), self.config.max_headers)  # pseudo-header fields taken out
         scope = http_scope(self, method, "2", raw_path, query, headers)
         if not status and at_concurrency_limit(self.state):
             status = 503  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
@@ -194,11 +189,13 @@ class H2Protocol(HTTPProtocol):
 
     def start_stream(self, sid: int, scope: Scope, more_body: bool, run: bool = True
                      ) -> RequestResponseCycle:
+        """Register stream ``sid``'s cycle (trailers offered) and start its app if ``run``."""
         scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
         expect = any(n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"])
         self.streams[sid] = cycle = RequestResponseCycle(self, scope, sid, expect and more_body)
         cycle.more_body = more_body
-        self.deadline.clear()
+        if more_body or self.deadline.kind == "idle":  # no longer idle; see on_timeout
+            self.deadline.set("body", self.config.timeout_body)
         if run:
             cycle.start_task(self.app)
         return cycle
@@ -214,6 +211,7 @@ class H2Protocol(HTTPProtocol):
             if self.config.max_body_size is None or cycle.body_size <= self.config.max_body_size:
                 cycle.body += data
                 cycle.credit += length
+                self.deadline.set("body", self.config.timeout_body)  # moved on by each DATA
                 return cycle.wake()
             cycle.send_error(413)  # RFC 9110 §15.5.14
         self.conn.acknowledge_received_data(length, sid)  # nobody will read it
@@ -221,8 +219,7 @@ class H2Protocol(HTTPProtocol):
     def on_reset(self, sid: int) -> bool:
         """The client reset a stream: its app sees ``http.disconnect``. Rapid reset
         (CVE-2023-44487) opens and resets streams to make us start apps: budgeted."""
-        cycle = self.streams.pop(sid, None)
-        if cycle is not None:
+        if cycle := self.streams.pop(sid, None):
             cycle.disconnect()
         self.stream_done()
         return self.spend(1, 0)
@@ -236,8 +233,14 @@ class H2Protocol(HTTPProtocol):
                 self.deadline.set("idle", self.config.timeout_keep_alive)
 
     def on_timeout(self, kind: str) -> None:
-        """No stream for ``timeout_keep_alive`` seconds: GOAWAY and close."""
-        if not self.streams:
+        """``idle``: no stream for ``timeout_keep_alive`` s: GOAWAY, close. ``body``: no DATA for
+        ``timeout_body`` s while apps wait for body: 408 on their streams (RFC 9110 §15.5.9)."""
+        if kind == "body":
+            for cycle in [c for c in self.streams.values() if c.more_body and c.waiter]:
+                cycle.send_error(408)
+            if any(c.more_body for c in self.streams.values()):
+                self.deadline.set("body", self.config.timeout_body)
+        elif not self.streams:
             self.conn.close_connection()
             self.close()
 
@@ -261,12 +264,11 @@ class HTTP1Protocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
-            protocol = H2Protocol(self.state)  # RFC 9113 §3.2: "h2" over TLS, by ALPN
-            transport.set_protocol(protocol)
-            protocol.connection_made(transport)
-        else:
-            super().connection_made(transport)
+            self.transport = transport  # type: ignore[assignment]  # RFC 9113 §3.2: "h2" over
+            return self.hand_over(b"")  # TLS, chosen by ALPN
+        super().connection_made(transport)
 
+    # --8<-- [start:hand_over]
     def h2_preface(self, data: bytes) -> bool:
         """llhttp saw ``PRI * HTTP/2.0``: on a connection's first bytes, hand over (the
         slices before ``data`` held the preface's first ``head_seen`` bytes: llhttp checked)."""
@@ -310,6 +312,7 @@ class HTTP1Protocol(HttpToolsProtocol):
         protocol.connection_made(self.transport, upgrade)
         if data:
             protocol.data_received(data)
+    # --8<-- [end:hand_over]
 
 
 # ------------------------------------------------------------------------------ ASGI interface
@@ -346,17 +349,16 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.conn.send_headers(self.stream_id, [(b":status", b"100")])  # HEADERS
             self.protocol.flush()
 
-    def resume_reading(self) -> None:
-        """Grant the client the credit of the body the app took (RFC 9113 §6.9)."""
+    def resume_reading(self) -> None:  # credit goes back once the app has the body: receive()
+        pass
+
+    async def receive(self) -> Message:
+        """The base's; then the credit of the body the app took goes back (RFC 9113 §6.9)."""
+        message = await super().receive()
         if self.credit and not self.disconnected:
             self.conn.acknowledge_received_data(self.credit, self.stream_id)
             self.credit = 0
             self.protocol.flush()
-
-    async def receive(self) -> Message:
-        message = await super().receive()
-        if self.credit:  # the last body too: its credit is the connection's as well
-            self.resume_reading()
         return message
 
     # --8<-- [start:send]
@@ -374,7 +376,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
             headers = list(message.get("headers", ()))  # HTTP/2 allows a Trailer field:
-            trailer = [h for h in headers if h[0] in (b"trailer", b"Trailer")]
+            trailer = [h for h in headers if h[0].lower() == b"trailer"]
             lines = http1.check_response(message["status"], [  # not hop-by-hop here
                 h for h in headers if h not in trailer], protocol.state.default_headers).lines
             self.status = message["status"]  # lines: name, b": ", value, b"\r\n" per field
@@ -389,7 +391,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         elif kind == "http.response.body" and not self.body_sent:
             await self.send_body(message.get("body", b""), message.get("more_body", False))
         elif kind == "http.response.trailers" and self.trailers and self.body_sent:
-            self.trailer_fields += [(n.lower(), v) for n, v in message.get("headers", ())]
+            fields = http1.check_response(200, message.get("headers", ()), []).lines  # as a head
+            self.trailer_fields += zip(fields[::4], fields[2::4], strict=True)
             if not message.get("more_trailers", False):  # ASGI: trailers may come in parts
                 self.conn.send_headers(self.stream_id, self.trailer_fields, end_stream=True)
                 self.complete()

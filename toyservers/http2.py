@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from h2.errors import ErrorCodes
 from hyperframe.frame import GoAwayFrame
@@ -43,28 +43,35 @@ MAX_RESETS = 200  # streams a client may reset per interval (rapid reset, CVE-20
 MAX_CONTROL_FRAMES = 1000  # PING, SETTINGS, PRIORITY, empty DATA per interval (CVE-2019-95xx)
 
 
-def request_target(pseudo: dict[bytes, bytes], headers: Headers, max_headers: int
-                   ) -> tuple[int, str, bytes, bytes]:
-    """``(status, method, raw_path, query_string)`` from a request's pseudo-header fields.
+def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
+                   ) -> tuple[int, str, bytes, bytes, Headers]:
+    """``(status, method, raw_path, query_string, headers)`` of a request's decoded fields.
 
-    ``pseudo`` maps ``b":method"`` etc. to values, which h2 checked (RFC 9113 §8.3.1:
-    ``:method``, ``:scheme``, ``:path`` once each, none unknown or after a field). ``status``
-    is 0, or the answer to give instead of running the app: 501 for CONNECT (no proxy here),
-    400 for a ``:path`` of no request-target form (RFC 9112 §3.2), 431 past ``max_headers``
-    fields (RFC 6585 §5). ``:authority`` is added to ``headers`` (in place) as ``host`` when
-    there is none, since apps read ``host`` (§8.3.1: it "MUST NOT" differ from one given).
+    The pseudo-header fields (``:method``, ``:scheme``, ``:path``, ``:authority``) are taken
+    out; h2 checked them (RFC 9113 §8.3.1: the first three once each, none unknown or after a
+    regular field), and joined the cookie fields (§8.2.3). ``:authority`` is added to
+    ``headers`` as ``host`` when there is none, since apps read ``host`` (§8.3.1: the two
+    "MUST NOT" differ). ``status`` is 0, or the answer to give instead of running the app: 501
+    for CONNECT (no proxy here), 400 for a ``:path`` of no request-target form (RFC 9112
+    §3.2), 431 past ``max_headers`` fields (RFC 6585 §5).
     """
+    pseudo, headers = {}, []
+    for name, value in fields:
+        if name[:1] == b":":
+            pseudo[name] = value
+        else:
+            headers.append((name, value))
     method = pseudo.get(b":method", b"").decode("ascii", "replace")
     authority = pseudo.get(b":authority")
     if authority is not None and not any(name == b"host" for name, _ in headers):
         headers.insert(0, (b"host", authority))
     if method == "CONNECT":
-        return 501, method, b"", b""
+        return 501, method, b"", b"", headers
     try:
         raw_path, query = http1.split_target(method, pseudo.get(b":path", b""))
     except http1.BadTarget:
-        return 400, method, b"", b""
-    return (431 if len(headers) > max_headers else 0), method, raw_path, query
+        return 400, method, b"", b"", headers
+    return (431 if len(headers) > max_headers else 0), method, raw_path, query, headers
 
 
 def h2c_settings(scope: Scope) -> bytes | None:
