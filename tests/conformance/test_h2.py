@@ -114,16 +114,17 @@ def test_a_held_stream_does_not_block_the_others(server: ConformanceServer) -> N
     assert answer.status == 200 and json.loads(bytes(answer.data))["size"] == 0
 
 
-def _send_until_stalled(client: H2Client, stream_id: int, total: int) -> int:
+def _send_until_stalled(client: H2Client, stream_id: int, total: int,
+                        stall: float = STALL) -> int:
     """Send up to ``total`` bytes of body on ``stream_id`` as flow control allows; return how
-    many went out before the window stayed shut for STALL seconds (or ``total``)."""
+    many went out before the window stayed shut for ``stall`` seconds (or ``total``)."""
     piece = b"b" * client.conn.max_outbound_frame_size
     sent = 0
     while sent < total:
         window = client.conn.local_flow_control_window(stream_id)
         if window == 0:
             if not client.pump(lambda: client.conn.local_flow_control_window(stream_id) > 0,
-                               STALL):
+                               stall):
                 return sent
             continue
         size = min(window, len(piece), total - sent)
@@ -141,7 +142,8 @@ def test_window_updates_follow_what_the_app_reads(server: ConformanceServer) -> 
                                    headers=[("content-length", str(FLOOD))])
         stalled_at = _send_until_stalled(client, stream_id, FLOOD)
         assert get(server.port, f"/release?key={key}").status == 200
-        sent = stalled_at + _send_until_stalled(client, stream_id, FLOOD - stalled_at)
+        sent = stalled_at + _send_until_stalled(client, stream_id, FLOOD - stalled_at,
+                                                stall=10.0)  # a busy server's updates too
         assert sent == FLOOD, f"the window stayed shut after the app read: {sent} bytes"
         stream = client.response(stream_id, timeout=30.0)
     assert stalled_at < FLOOD_BOUND, (
