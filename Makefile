@@ -47,9 +47,19 @@ ifneq ($(findstring --wsgi,$(ARGS)),)
 endif
 	$(VENV)/bin/bench layers $(ARGS)
 
-# bench servers needs redis-server; bench load's bjoern rows need bjoern (built against libev;
-# a failed build is not an error: its rows are then skipped with the reason).
+# h2load (the nghttp2-client package), for `bench h2` and tests/test_bench_h2.py's smoke run.
+.PHONY: h2load
+test: h2load
+h2load:
+	@$(TOOLS) h2load
+
+# bench h2 drives h2load besides wrk; bench servers needs redis-server; bench load's bjoern
+# rows need bjoern (built against libev; a failed build is not an error: its rows are then
+# skipped with the reason).
 bench: $(STAMP) tools
+ifneq ($(filter h2,$(ARGS)),)
+	@$(TOOLS) h2load
+endif
 ifneq ($(filter servers,$(ARGS)),)
 	@$(TOOLS) redis-server
 endif

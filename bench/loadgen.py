@@ -31,8 +31,8 @@ ERROR_KINDS = ("connect", "read", "write", "status", "timeout")
 #: Latency percentiles of :attr:`RunSummary.latency_us` every generator reports (or None).
 PERCENTILES = ("p50", "p90", "p99", "p99.9")
 
-#: Generators by name: ``"module:Class"``, imported on first use. Next: h2load, a Python client.
-GENERATORS = {"wrk": "bench.wrk:Wrk"}
+#: Generators by name: ``"module:Class"``, imported on first use. Next: a Python client.
+GENERATORS = {"wrk": "bench.wrk:Wrk", "h2load": "bench.h2load:H2Load"}
 
 
 class LoadGenError(RuntimeError):

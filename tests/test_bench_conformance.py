@@ -72,7 +72,7 @@ def test_bench_conformance_writes_the_matrix_for_one_server(tmp_path: Path) -> N
     row = matrix["results"]["toy-httptools"]
     assert len(row) >= 20
     assert "fail" not in row.values(), matrix["failures"]
-    assert row["keep-alive"] == "pass" and row["http2"] == "unsupported"
+    assert row["keep-alive"] == "pass" and row["h2c-prior-knowledge"] == "unsupported"
     assert (tmp_path / "matrix.md").read_text().startswith("# What each server supports")
 
 

@@ -21,6 +21,8 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from toyservers.registry import SERVERS
+
 HOST = "127.0.0.1"
 IO_TIMEOUT = 5.0  # seconds any single socket operation may block
 
@@ -52,7 +54,17 @@ FEATURES: list[str] = [
     "slow-headers",
     "graceful-shutdown",
     "websocket",
-    "http2",
+    "h2c-prior-knowledge",
+    "h2-alpn",
+    "h2c-upgrade",
+    "h2-scope",
+    "h2-multiplexing",
+    "h2-read-flow-control",
+    "h2-write-flow-control",
+    "h2-trailers",
+    "h2-reset",
+    "h2-app-error",
+    "h2-goaway",
     "https",
     "ext-trailers",
     "ext-early-hints",
@@ -63,7 +75,7 @@ FEATURES: list[str] = [
 
 _TOY_HTTP1_ONLY = {
     "websocket": "HTTP/1.1 request/response only: no Upgrade handling",
-    "http2": "HTTP/1.1 only",
+    "h2c-prior-knowledge": "HTTP/1.1 only",
     "ext-trailers": "not offered (the tls extension is the only one)",
     "ext-early-hints": "not offered (the tls extension is the only one)",
     "ext-pathsend": "not offered (the tls extension is the only one)",
@@ -102,13 +114,13 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-anyio-trio": dict(_TOY_HTTP1_ONLY),
     "uvicorn": {
         **_UVICORN,
-        "http2": "HTTP/1.1 only with --http httptools",
+        "h2c-prior-knowledge": "HTTP/1.1 only with --http httptools",
         "headers-too-large-431": "no limit on the header block with httptools",
         "too-many-headers-431": "no limit on the number of header fields with httptools",
     },
     "uvicorn-h11": {
         **_UVICORN,
-        "http2": "HTTP/1.1 only with --http h11",
+        "h2c-prior-knowledge": "HTTP/1.1 only with --http h11",
         "headers-too-large-431": "h11's incomplete-event limit answers 400, not 431",
         "too-many-headers-431": "h11's incomplete-event limit answers 400, not 431",
     },
@@ -119,11 +131,15 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "ext-early-hints": "offered over HTTP/2 and HTTP/3 only",
         "expect-100-continue": "sends 100 Continue as soon as the headers arrive",
         "too-many-headers-431": "no limit on the number of header fields",
+        "h2-write-flow-control": "send() does not wait for the client's HTTP/2 window: the "
+                                 "response is buffered in memory",
+        "h2-app-error": "an app failing after http.response.start gets the whole HTTP/2 "
+                        "connection closed (every stream on it cut), not an RST_STREAM",
     },
     "daphne": {
         **_NO_EXTENSIONS,
         **_SEND_RETURNS,
-        "http2": "HTTP/2 only over TLS (ALPN), not h2c prior knowledge",
+        "h2c-prior-knowledge": "HTTP/2 only over TLS (ALPN), not h2c prior knowledge",
         "expect-100-continue": "Twisted sends 100 Continue as soon as the headers arrive",
         "large-upload": "Twisted buffers the whole request body before the app runs",
         "large-download": "no write flow control: the response is buffered in memory",
@@ -141,6 +157,9 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         **_SEND_RETURNS,
         "idle-timeout": "no idle timeout for keep-alive connections by default",
         "slow-headers": "hyper's header read timeout (30 s by default) is beyond the bound",
+        "h2c-upgrade": "ignores Upgrade: h2c and answers over HTTP/1.1 (RFC 7540 §3.2 allows "
+                       "it; RFC 9113 deprecates the Upgrade)",
+        "h2-trailers": "http.response.trailers not offered over HTTP/2",
     },
 }
 
@@ -204,9 +223,37 @@ def violation_reason(server: str, test_name: str, case: str) -> str | None:
     return table.get(f"{test_name}[{case}]") or table.get(test_name)
 
 
+#: The HTTP/2 features and the registry protocol each needs: ``h2`` (TLS with ALPN) or
+#: ``h2c`` (clear text: prior knowledge, or the HTTP/1.1 Upgrade). A server whose registry
+#: entry does not list that protocol is declared unsupported without a line of its own here.
+H2_FEATURES: dict[str, str] = {
+    "h2c-prior-knowledge": "h2c",
+    "h2-alpn": "h2",
+    "h2c-upgrade": "h2c",
+    "h2-scope": "h2c",
+    "h2-multiplexing": "h2c",
+    "h2-read-flow-control": "h2c",
+    "h2-write-flow-control": "h2c",
+    "h2-trailers": "h2c",
+    "h2-reset": "h2c",
+    "h2-app-error": "h2c",
+    "h2-goaway": "h2c",
+}
+
+
 def unsupported_reason(server: str, feature: str) -> str | None:
-    """Why ``server`` does not offer ``feature``, or None when it claims to."""
-    return UNSUPPORTED.get(server, {}).get(feature)
+    """Why ``server`` does not offer ``feature``, or None when it claims to: its line in
+    ``UNSUPPORTED``, else, for an HTTP/2 feature, the registry's protocols without the one
+    it needs (``H2_FEATURES``)."""
+    reason = UNSUPPORTED.get(server, {}).get(feature)
+    needs = H2_FEATURES.get(feature)
+    if reason is None and needs is not None and server in SERVERS:
+        protocols = SERVERS[server].protocols
+        if needs not in protocols:
+            mode = "in clear text (h2c)" if needs == "h2c" else "over TLS (ALPN h2)"
+            return (f"no HTTP/2 {mode}: speaks {', '.join(sorted(protocols))} "
+                    "(registry)")
+    return reason
 
 
 # --- raw HTTP/1.1 over a socket ---------------------------------------------------------------

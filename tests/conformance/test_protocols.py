@@ -66,14 +66,14 @@ def _h2_get(port: int, path: str) -> tuple[dict[bytes, bytes], bytes]:
             sock.sendall(conn.data_to_send())
 
 
-@feature("http2")
+@feature("h2c-prior-knowledge")
 def test_h2c_prior_knowledge(server: ConformanceServer) -> None:
     headers, body = _h2_get(server.port, "/length")
     assert headers.get(b":status") == b"200"
     assert body == apps.HELLO
 
 
-@feature("http2")
+@feature("h2c-prior-knowledge")
 def test_h2_scope_http_version(server: ConformanceServer) -> None:
     headers, body = _h2_get(server.port, "/scope")
     assert headers.get(b":status") == b"200"
