@@ -71,7 +71,7 @@ def test_wrk_against_nothing_is_a_loadgen_error_or_all_connect_errors() -> None:
 
 def test_find_names_the_generators_and_says_once_when_one_is_missing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(KeyError, match="unknown load generator 'h3load' \\(known: wrk\\)"):
+    with pytest.raises(KeyError, match="unknown load generator 'h3load' \\(known: wrk, h2load\\)"):
         loadgen.find("h3load")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(loadgen.ToolMissing) as missing:
