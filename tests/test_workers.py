@@ -52,8 +52,15 @@ class Supervised:
         return self.log.read_text()
 
     def workers(self) -> set[int]:
-        return {c.pid for c in self.master.children()
-                if c.is_running() and c.status() != psutil.STATUS_ZOMBIE}
+        """The master's live children; one that exits while we look is not counted."""
+        found = set()
+        for child in self.master.children():
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    found.add(child.pid)
+            except psutil.NoSuchProcess:  # gone between children() and status()
+                pass
+        return found
 
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
