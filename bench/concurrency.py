@@ -37,6 +37,7 @@ import typer
 from rich.console import Console
 
 from bench import report
+from bench.command import finish, user_mistakes
 from bench.harness import (
     LOG_LINES,
     Method,
@@ -438,26 +439,14 @@ def command(
     console = Console(width=None if sys.stdout.isatty() else 150)
     errors = Console(stderr=True, soft_wrap=True)
     out = output if output is not None else report.default_output("concurrency")
-    try:
+    with user_mistakes(errors):
         settings = Settings(slow=slow, runs=runs, warmup=warmup, rows=parse_rows(compare),
                             pin=pin, server_cpu=server_cpu, load_cpu=client_cpu, host=host)
         report.prepare_output(out)
         data = measure(settings, console, out)
-    except (UsageProblem, report.OutputError) as exc:
-        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        errors.print("interrupted: the servers started so far were stopped")
-        raise typer.Exit(130) from None
-    rows = data["rows"]
-    console.print(report.rich_table("bench concurrency: slow and fast requests at once",
-                                    HEADERS, table_cells(rows), "\n".join(how_it_ran(data)),
-                                    RIGHT))
-    paths = write_outputs(out, data)
-    console.print("wrote " + ", ".join(str(p) for p in paths))
-    if not any(row["status"] == "ok" for row in rows):
-        errors.print("[bold red]error:[/] every row failed (see the logs above)")
-        raise typer.Exit(1)
+    finish(console, errors, "bench concurrency: slow and fast requests at once", HEADERS,
+           table_cells(data["rows"]), how_it_ran(data), RIGHT, data["rows"],
+           lambda: write_outputs(out, data))
 
 
 def register(app: typer.Typer) -> None:

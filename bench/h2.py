@@ -66,6 +66,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from apps.h2_bodies import LONG_BODY, SHORT_BODY
 from apps.user import SAMPLE_BODY
 from bench import report
+from bench.command import finish, user_mistakes
 from bench.h2load import H2Load
 from bench.harness import (
     Measurement,
@@ -772,7 +773,7 @@ def command(
     console = Console(width=None if sys.stdout.isatty() else 150)
     errors = Console(stderr=True, soft_wrap=True)
     out = output if output is not None else report.default_output("h2")
-    try:
+    with user_mistakes(errors):
         settings = parse_settings(
             workloads=workloads, modes=modes, connections=connections, streams=streams,
             duration=duration, warmup=warmup, runs=runs, server=server,
@@ -782,22 +783,9 @@ def command(
             raise UsageProblem("nothing to measure: --modes is empty and --no-h1 was given")
         report.prepare_output(out)
         data = measure(settings, console, out)
-    except (UsageProblem, report.OutputError) as exc:
-        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        errors.print("interrupted: the servers started so far were stopped")
-        raise typer.Exit(130) from None
-    rows = data["rows"]
-    console.print(report.rich_table("bench h2: HTTP/2 against HTTP/1.1", HEADERS,
-                                    table_cells(rows), "\n".join(how_it_ran(data)), RIGHT))
-    for line in goal_lines(data):
-        console.print(line, highlight=False)
-    paths = write_outputs(out, data)
-    console.print("wrote " + ", ".join(str(p) for p in paths))
-    if not any(row["status"] == "ok" for row in rows):
-        errors.print("[bold red]error:[/] every row failed (see the logs above)")
-        raise typer.Exit(1)
+    finish(console, errors, "bench h2: HTTP/2 against HTTP/1.1", HEADERS,
+           table_cells(data["rows"]), how_it_ran(data), RIGHT, data["rows"],
+           lambda: write_outputs(out, data), notes=goal_lines(data))
 
 
 def register(app: typer.Typer) -> None:

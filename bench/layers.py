@@ -64,6 +64,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from apps.user import SAMPLE_BODY
 from bench import report
+from bench.command import finish, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -636,26 +637,14 @@ def command(
                         wsgi=wsgi, wsgi_threads=wsgi_threads, pin=pin,
                         server_cpu=server_cpu, load_cpu=wrk_cpu, host=host, port=port)
     out = output if output is not None else report.default_output("layers")
-    try:
+    with user_mistakes(errors):
         validate_servers([settings.server, *settings.compare])
         validate_layers(settings.compare_layers)
         report.prepare_output(out)
         data = measure(settings, console, out)
-    except (UsageProblem, report.OutputError) as exc:
-        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        errors.print("interrupted: the servers started so far were stopped")
-        raise typer.Exit(130) from None
-    rows = data["rows"]
-    how = how_it_ran(data)
-    console.print(report.rich_table("bench layers: the cost of each layer", HEADERS,
-                                    table_cells(rows), "\n".join(how), RIGHT))
-    paths = write_outputs(out, data)
-    console.print("wrote " + ", ".join(str(p) for p in paths))
-    if not any(row["status"] == "ok" for row in rows):
-        errors.print("[bold red]error:[/] every row failed (see the logs above)")
-        raise typer.Exit(1)
+    finish(console, errors, "bench layers: the cost of each layer", HEADERS,
+           table_cells(data["rows"]), how_it_ran(data), RIGHT, data["rows"],
+           lambda: write_outputs(out, data))
 
 
 def register(app: typer.Typer) -> None:

@@ -50,6 +50,7 @@ from rich.progress import Progress
 
 from apps import load_app
 from bench import report
+from bench.command import finish, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -67,7 +68,6 @@ from bench.servers import (
     PROGRESS_COLUMNS,
     RichProgress,
     fetch,
-    finish,
     names,
     print_outcome,
     provenance,
@@ -428,7 +428,7 @@ def command(
     console = Console(width=None if sys.stdout.isatty() else 180)
     errors = Console(stderr=True, soft_wrap=True)
     out = output if output is not None else report.default_output("load")
-    try:
+    with user_mistakes(errors):
         if published:
             levels = published_levels(load_published())
         else:
@@ -446,15 +446,9 @@ def command(
         validate(settings)
         report.prepare_output(out)
         data = measure(settings, console, out)
-    except (UsageProblem, report.OutputError) as exc:
-        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        errors.print("interrupted: the servers started so far were stopped")
-        raise typer.Exit(130) from None
-    finish(console, errors, "bench load: Flask under moderate and high load", data,
-           table_cells(data["rows"]), [h.format(base=settings.server) for h in HEADERS],
-           RIGHT, how_it_ran(data), lambda: write_outputs(out, data))
+    finish(console, errors, "bench load: Flask under moderate and high load",
+           [h.format(base=settings.server) for h in HEADERS], table_cells(data["rows"]),
+           how_it_ran(data), RIGHT, data["rows"], lambda: write_outputs(out, data))
 
 
 def register(app: typer.Typer) -> None:

@@ -56,6 +56,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from apps import servers_app
 from bench import report
+from bench.command import finish, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -556,17 +557,6 @@ def names(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-def finish(console: Console, errors: Console, title: str, data: dict[str, Any],
-           cells: list[list[str]], heads: list[str], right: list[bool], how: list[str],
-           paths: Callable[[], list[Path]]) -> None:
-    """Print the table, write the files, and exit 1 when no row produced a figure."""
-    console.print(report.rich_table(title, heads, cells, "\n".join(how), right))
-    console.print("wrote " + ", ".join(str(p) for p in paths()))
-    if not any(row["status"] == "ok" for row in data["rows"]):
-        errors.print("[bold red]error:[/] every row failed (see the logs above)")
-        raise typer.Exit(1)
-
-
 def command(
     connections: Annotated[int, typer.Option(min=1, help="wrk connections.")] = 10,
     threads: Annotated[int, typer.Option(min=1, help="wrk threads.")] = 1,
@@ -602,21 +592,15 @@ def command(
                         endpoints=names(endpoints), workers=workers, pin=pin,
                         server_cpu=server_cpu, load_cpu=wrk_cpu, host=host)
     out = output if output is not None else report.default_output("servers")
-    try:
+    with user_mistakes(errors):
         validate(settings)
         report.prepare_output(out)
         data = measure(settings, console, out)
-    except (UsageProblem, report.OutputError) as exc:
-        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        errors.print("interrupted: the servers started so far were stopped")
-        raise typer.Exit(130) from None
     console.print(report.rich_table("What each server offers", FEATURE_HEADERS,
                                     feature_cells(data["features"])))
-    finish(console, errors, "bench servers: ASGI servers on three endpoints", data,
-           table_cells(data["rows"]), headers(settings.server), RIGHT, how_it_ran(data),
-           lambda: write_outputs(out, data))
+    finish(console, errors, "bench servers: ASGI servers on three endpoints",
+           headers(settings.server), table_cells(data["rows"]), how_it_ran(data), RIGHT,
+           data["rows"], lambda: write_outputs(out, data))
 
 
 def register(app: typer.Typer) -> None:

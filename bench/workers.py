@@ -54,6 +54,7 @@ from apps.workers_app import (
     fib,
 )
 from bench import report, upstream
+from bench.command import finish, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -600,7 +601,7 @@ def command(
     console = Console(width=None if sys.stdout.isatty() else 150)
     errors = Console(stderr=True, soft_wrap=True)
     out = output if output is not None else report.default_output("workers")
-    try:
+    with user_mistakes(errors):
         settings = Settings(duration=duration, warmup=warmup, runs=runs, timeout=10,
                             rows=parse_names(compare), workers=workers,
                             worker_threads=threads, concurrency=parse_concurrency(concurrency),
@@ -608,21 +609,9 @@ def command(
                             load_cpu=wrk_cpu, host=host)
         report.prepare_output(out)
         data = measure(settings, console, out)
-    except (UsageProblem, report.OutputError) as exc:
-        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        errors.print("interrupted: the servers started so far were stopped")
-        raise typer.Exit(130) from None
-    rows = data["rows"]
-    console.print(report.rich_table("bench workers: CPU then I/O, per worker model", HEADERS,
-                                    table_cells(rows, data["published"]),
-                                    "\n".join(how_it_ran(data)), RIGHT))
-    paths = write_outputs(out, data)
-    console.print("wrote " + ", ".join(str(p) for p in paths))
-    if not any(row["status"] == "ok" for row in rows):
-        errors.print("[bold red]error:[/] every row failed (see the logs above)")
-        raise typer.Exit(1)
+    finish(console, errors, "bench workers: CPU then I/O, per worker model", HEADERS,
+           table_cells(data["rows"], data["published"]), how_it_ran(data), RIGHT,
+           data["rows"], lambda: write_outputs(out, data))
 
 
 def register(app: typer.Typer) -> None:
