@@ -167,9 +167,20 @@ class Connection:
             with anyio.move_on_after(self.config.timeout_keep_alive):
                 try:
                     await self.stream.send(data)
+                    await self.linger()
                 except (*GONE, anyio.BusyResourceError):
                     pass  # gone, or a 100 Continue still being written: just close
         await self.stream.aclose()
+
+    async def linger(self) -> None:
+        """RFC 9112 §9.6, "the TCP reset problem": after an error answer, send FIN and read
+        and drop what the client still sends (at most ``_server.LINGER`` seconds), so the
+        close does not reset the answer away. Over TLS (no half-close) it returns at once."""
+        with anyio.move_on_after(_server.LINGER), contextlib.suppress(NotImplementedError):
+            await self.stream.send_eof()
+            with contextlib.suppress(anyio.EndOfStream):
+                while await self.stream.receive():
+                    pass
 
     def send_error(self, status: int) -> None:
         """Answer ``status`` and close (from any task: ``run_asgi`` calls it with 500)."""
@@ -344,11 +355,13 @@ class RequestResponseCycle(H11Cycle):
             self.waker.set()
 
     async def wait_for_body(self) -> None:
+        # The waker exists before the 100 Continue is written: the write yields, and a body
+        # that arrives meanwhile must find a waker to set (else receive() waits forever).
+        self.waker = waker = anyio.Event()
         if self.pending:  # from write_continue, just before this wait
             data, self.pending = self.pending, b""
             with contextlib.suppress(ClientDisconnected):  # receive() then says so
                 await self.write(data)
-        self.waker = waker = anyio.Event()
         self.resume_reading()
         await waker.wait()
         self.waker = None

@@ -172,6 +172,8 @@ class HttpToolsProtocol(HTTPProtocol):
             head = cycle is not None and cycle.framer.head_request
             self.transport.write(http1.error_response(status, self.state.default_headers_bytes,
                                                       head=head))
+            self.lingering_close()  # a client still sending reads the answer, not a reset
+            return
         self.transport.close()
 
     # Parser callbacks, in wire order
