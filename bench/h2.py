@@ -61,7 +61,6 @@ import h2.exceptions
 import typer
 from rich.console import Console
 from rich.panel import Panel
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from apps.h2_bodies import LONG_BODY, SHORT_BODY
 from apps.user import SAMPLE_BODY
@@ -560,19 +559,6 @@ def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
 # --- measuring -----------------------------------------------------------------------------
 
 
-class _RichProgress:
-    """The harness's :class:`bench.harness.Progress` on one task of a rich progress bar."""
-
-    def __init__(self, progress: Progress, task: Any) -> None:
-        self.progress, self.task = progress, task
-
-    def update(self, description: str) -> None:
-        self.progress.update(self.task, description=description)
-
-    def advance(self, steps: int = 1) -> None:
-        self.progress.advance(self.task, steps)
-
-
 def _program() -> str:
     """How ``bench`` was called: ``bench`` for ``python -m bench.cli`` too."""
     name = Path(sys.argv[0]).name
@@ -646,9 +632,7 @@ def _measure_rows(settings: Settings, servers: list[str], pinning: Pinning,
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     results: list[RowResult] = []
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn())
-    with kept_on(pinning.load_cpu), Progress(*columns, console=console) as progress:
+    with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
         task = progress.add_task("starting", total=settings.steps * len(plans))
         for plan in plans:
             port = settings.pick_port()
@@ -659,7 +643,7 @@ def _measure_rows(settings: Settings, servers: list[str], pinning: Pinning,
                                                              connections=plan.connections),
                 pinning=pinning, generator=row_generator(plan, wrk, h2load),
                 log_path=logs / (plan.label.replace(" ", "-").replace("/", "") + ".log"),
-                progress=_RichProgress(progress, task), check=check_row(plan, context))
+                progress=report.RichProgress(progress, task), check=check_row(plan, context))
             results.append(RowResult(plan, measurement))
             if measurement.status == "ok":
                 rps = summarize([s.rps for s in measurement.measured]).median

@@ -60,7 +60,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.panel import Panel
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from apps.user import SAMPLE_BODY
 from bench import report
@@ -470,20 +470,6 @@ def bjoern_status() -> tuple[bool, str]:
     return True, f"bjoern {get('bjoern').version()}: built from source against libev"
 
 
-class _RichProgress:
-    """The harness's :class:`bench.harness.Progress` on one task of a rich progress bar."""
-
-    def __init__(self, progress: Progress, task: Any) -> None:
-        self.progress = progress
-        self.task = task
-
-    def update(self, description: str) -> None:
-        self.progress.update(self.task, description=description)
-
-    def advance(self, steps: int = 1) -> None:
-        self.progress.advance(self.task, steps)
-
-
 def measure_row(plan: RowPlan, settings: Settings, pinning: Pinning, generator: LoadGenerator,
                 axum_binary: Path | None, logs: Path, progress: Progress,
                 task: Any) -> RowResult:
@@ -493,7 +479,7 @@ def measure_row(plan: RowPlan, settings: Settings, pinning: Pinning, generator: 
     measurement = measure_server(
         argv, port, label=f"{plan.layer} ({plan.server})", method=settings, pinning=pinning,
         generator=generator, log_path=logs / f"{plan.layer}-{plan.server}.log",
-        progress=_RichProgress(progress, task))
+        progress=report.RichProgress(progress, task))
     return RowResult(plan, measurement)
 
 
@@ -547,9 +533,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     logs.mkdir(parents=True, exist_ok=True)
     started = datetime.now(UTC)
     results: list[RowResult] = []
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn())
-    with kept_on(pinning.load_cpu), Progress(*columns, console=console) as progress:
+    with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
         task = progress.add_task("starting", total=settings.steps * len(plans))
         measure_all(plans, settings, pinning, generator, native.binary, logs, progress, task,
                     results)

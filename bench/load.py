@@ -46,7 +46,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import Progress
 
 from apps import load_app
 from bench import report
@@ -65,8 +64,6 @@ from bench.harness import (
 from bench.layers import RowPlan, RowResult, bjoern_status, row_json
 from bench.machine import usable_cpus
 from bench.servers import (
-    PROGRESS_COLUMNS,
-    RichProgress,
     fetch,
     names,
     print_outcome,
@@ -344,7 +341,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     generator = WrkGet(wrk.path, load_app.SAMPLE_PATH)
     results: list[tuple[Level, RowResult]] = []
     steps = settings.steps * len(settings.levels) * len(settings.servers)
-    with kept_on(pinning.load_cpu), Progress(*PROGRESS_COLUMNS, console=console) as progress:
+    with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
         task = progress.add_task("starting", total=steps)
         for level in settings.levels:
             method = replace(settings, threads=level.threads, connections=level.connections,
@@ -363,7 +360,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
                         get(name).command(app, settings.host, port), port, label=label,
                         method=method, pinning=pinning, generator=generator,
                         log_path=logs / f"{level.connections}-{name}.log",
-                        progress=RichProgress(progress, task), check=check)
+                        progress=report.RichProgress(progress, task), check=check)
                 print_outcome(progress, label, measurement)
                 results.append((level, RowResult(plan, measurement)))
     return {

@@ -13,7 +13,33 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+
+def progress_bar(console: Console) -> Progress:
+    """The progress bar every subcommand shows while it measures: what runs now, and runs
+    done out of the total (one task's ``completed``/``total`` counts runs)."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn(),
+                    console=console)
+
+
+class RichProgress:
+    """The harness's :class:`bench.harness.Progress` on one task of a rich progress bar."""
+
+    def __init__(self, progress: Progress, task: Any) -> None:
+        self.progress = progress
+        self.task = task
+
+    def update(self, description: str) -> None:
+        """Say what runs now."""
+        self.progress.update(self.task, description=description)
+
+    def advance(self, steps: int = 1) -> None:
+        """Count ``steps`` runs done."""
+        self.progress.advance(self.task, steps)
 
 
 class OutputError(RuntimeError):

@@ -52,7 +52,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.panel import Panel
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from apps import servers_app
 from bench import report
@@ -430,24 +430,6 @@ def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
 # --- measuring ---------------------------------------------------------------------------------
 
 
-class RichProgress:
-    """The harness's :class:`bench.harness.Progress` on one task of a rich progress bar."""
-
-    def __init__(self, progress: Progress, task: Any) -> None:
-        self.progress = progress
-        self.task = task
-
-    def update(self, description: str) -> None:
-        """Say what runs now."""
-        self.progress.update(self.task, description=description)
-
-    def advance(self, steps: int = 1) -> None:
-        """Count ``steps`` runs done."""
-        self.progress.advance(self.task, steps)
-
-
-PROGRESS_COLUMNS = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn())
 
 
 def print_outcome(progress: Progress, label: str, measurement: Measurement) -> None:
@@ -485,7 +467,7 @@ def measure_rows(settings: Settings, pinning: Pinning, wrk: str, token: str,
                 measurement = measure_server(
                     argv, port, label=label, method=settings, pinning=pinning,
                     generator=generator, log_path=logs / f"{endpoint.name}-{name}.log",
-                    progress=RichProgress(progress, task), check=checker(endpoint, token),
+                    progress=report.RichProgress(progress, task), check=checker(endpoint, token),
                     env=env)
             print_outcome(progress, label, measurement)
             results.append(RowResult(plan, measurement))
@@ -517,7 +499,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     with redis, kept_on(pinning.load_cpu):
         servers_app.seed(redis.host, redis.port, users=USERS, activities=ACTIVITIES)
         env = {"SERVERS_APP_REDIS": redis.address, "SERVERS_APP_SECRET": servers_app.secret()}
-        with Progress(*PROGRESS_COLUMNS, console=console) as progress:
+        with report.progress_bar(console) as progress:
             total = settings.steps * len(settings.endpoints) * len(settings.servers)
             task = progress.add_task("starting", total=total)
             results = measure_rows(settings, pinning, wrk.path, token, env, logs, progress,

@@ -43,7 +43,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from apps.workers_app import (
     DEFAULT_DELAY_MS,
@@ -492,12 +492,10 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     started = datetime.now(UTC)
     rows: list[dict[str, Any]] = []
     chosen = [r for r in ROWS if r.name in settings.rows]
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn())
     up = start_upstream(settings, pinning, logs)
     env = {UPSTREAM_ENV: f"http://{settings.host}:{up.port}/", DELAY_ENV: str(settings.delay_ms)}
     try:
-        with kept_on(pinning.load_cpu), Progress(*columns, console=console) as progress:
+        with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
             task = progress.add_task("starting", total=settings.runs * steps_per_run(settings)
                                      * len(chosen) * len(settings.concurrency))
             for row in chosen:
