@@ -9,6 +9,7 @@ the CLI tests check: 0 done, 1 every row failed, 2 a user's mistake, 130 interru
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,13 @@ from rich.console import Console
 
 from bench import report
 from bench.harness import UsageProblem
+
+
+def consoles(width: int = 150) -> tuple[Console, Console]:
+    """The subcommand's two consoles: stdout (the terminal's width, or ``width`` columns when
+    piped, so a logged table keeps its shape) and stderr (error lines, never cut)."""
+    return (Console(width=None if sys.stdout.isatty() else width),
+            Console(stderr=True, soft_wrap=True))
 
 
 @contextmanager

@@ -37,7 +37,7 @@ import typer
 from rich.console import Console
 
 from bench import report
-from bench.command import finish, user_mistakes
+from bench.command import consoles, finish, user_mistakes
 from bench.harness import (
     LOG_LINES,
     Method,
@@ -436,8 +436,7 @@ def command(
              "[default: results/concurrency-<timestamp>]")] = None,
 ) -> None:
     """WSGI against ASGI: 3 slow and 15 fast requests at once, and a timeline of who waited."""
-    console = Console(width=None if sys.stdout.isatty() else 150)
-    errors = Console(stderr=True, soft_wrap=True)
+    console, errors = consoles()
     out = output if output is not None else report.default_output("concurrency")
     with user_mistakes(errors):
         settings = Settings(slow=slow, runs=runs, warmup=warmup, rows=parse_rows(compare),

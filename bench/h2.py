@@ -65,7 +65,7 @@ from rich.panel import Panel
 from apps.h2_bodies import LONG_BODY, SHORT_BODY
 from apps.user import SAMPLE_BODY
 from bench import report
-from bench.command import finish, user_mistakes
+from bench.command import consoles, finish, user_mistakes
 from bench.h2load import H2Load
 from bench.harness import (
     Measurement,
@@ -754,8 +754,7 @@ def command(
 ) -> None:
     """HTTP/2 against HTTP/1.1: h2load (h2c and TLS, a sweep of connections × streams) and
     wrk on toy-h2, hypercorn and granian, the same app."""
-    console = Console(width=None if sys.stdout.isatty() else 150)
-    errors = Console(stderr=True, soft_wrap=True)
+    console, errors = consoles()
     out = output if output is not None else report.default_output("h2")
     with user_mistakes(errors):
         settings = parse_settings(

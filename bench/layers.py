@@ -64,7 +64,7 @@ from rich.progress import Progress
 
 from apps.user import SAMPLE_BODY
 from bench import report
-from bench.command import finish, user_mistakes
+from bench.command import consoles, finish, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -613,8 +613,7 @@ def command(
 ) -> None:
     """The cost of each layer: raw asyncio, an ASGI server, Starlette and FastAPI under wrk
     (with --wsgi: WSGI servers and Flask too)."""
-    console = Console(width=None if sys.stdout.isatty() else 150)
-    errors = Console(stderr=True, soft_wrap=True)
+    console, errors = consoles()
     settings = Settings(connections=connections, threads=threads, duration=duration,
                         warmup=warmup, runs=runs, server=server, compare=_names(compare),
                         compare_layers=_names(compare_layers), axum=axum, bare=bare,

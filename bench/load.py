@@ -49,7 +49,7 @@ from rich.console import Console
 
 from apps import load_app
 from bench import report
-from bench.command import finish, user_mistakes
+from bench.command import consoles, finish, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -422,8 +422,7 @@ def command(
 ) -> None:
     """Flask's GET /api/v2/<msisdn> under 100 and 1000 connections (or the published 1000
     and 8000) on gunicorn, uvicorn + a2wsgi, bjoern and toy-wsgi, with errors by kind."""
-    console = Console(width=None if sys.stdout.isatty() else 180)
-    errors = Console(stderr=True, soft_wrap=True)
+    console, errors = consoles(180)
     out = output if output is not None else report.default_output("load")
     with user_mistakes(errors):
         if published:

@@ -53,6 +53,7 @@ from rich.console import Console
 
 from apps.user import SAMPLE_BODY
 from bench import report
+from bench.command import consoles
 from bench.harness import (
     Method,
     UsageProblem,
@@ -431,8 +432,7 @@ def command(
              "[default: results/profile-<layer>-<server>-<timestamp>]")] = None,
 ) -> None:
     """Where the time goes in one layer: profile its server under wrk's POST/JSON load."""
-    console = Console(width=None if sys.stdout.isatty() else 150)
-    errors = Console(stderr=True, soft_wrap=True)
+    console, errors = consoles()
     try:
         target = resolve(layer, server, profiler)
         generator = load_generator("wrk")

@@ -56,7 +56,7 @@ from rich.progress import Progress
 
 from apps import servers_app
 from bench import report
-from bench.command import finish, user_mistakes
+from bench.command import consoles, finish, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -567,8 +567,7 @@ def command(
 ) -> None:
     """ASGI servers side by side on a short body, a long body and a JWT + Redis endpoint,
     with the published figures beside ours."""
-    console = Console(width=None if sys.stdout.isatty() else 180)
-    errors = Console(stderr=True, soft_wrap=True)
+    console, errors = consoles(180)
     settings = Settings(connections=connections, threads=threads, duration=duration,
                         warmup=warmup, runs=runs, server=server, compare=names(compare),
                         endpoints=names(endpoints), workers=workers, pin=pin,

@@ -54,7 +54,7 @@ from apps.workers_app import (
     fib,
 )
 from bench import report, upstream
-from bench.command import finish, user_mistakes
+from bench.command import consoles, finish, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -596,8 +596,7 @@ def command(
              "[default: results/workers-<timestamp>]")] = None,
 ) -> None:
     """Worker models under fib(25) plus a 150 ms upstream call: measured beside predicted."""
-    console = Console(width=None if sys.stdout.isatty() else 150)
-    errors = Console(stderr=True, soft_wrap=True)
+    console, errors = consoles()
     out = output if output is not None else report.default_output("workers")
     with user_mistakes(errors):
         settings = Settings(duration=duration, warmup=warmup, runs=runs, timeout=10,
