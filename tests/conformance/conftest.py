@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import ssl
 import threading
 import time
@@ -34,6 +33,7 @@ import trustme
 
 from tests.conformance import apps, support
 from tests.support.running import RunningServer, running_server
+from tests.support.suite import option, record_outcome
 from toyservers.registry import SERVERS, available
 
 APP = "tests.conformance.apps:app"
@@ -41,8 +41,6 @@ IDLE_BOUND = 8.0  # seconds an idle keep-alive connection may stay open (uvicorn
 SLOW_HEADERS_BOUND = 13.0  # seconds a trickled header block may last (toy servers: 10)
 TRICKLE_INTERVAL = 0.5  # seconds between the bytes of a trickled header block
 
-_OUTCOME_RANK = {"passed": 0, "skipped": 1, "xfailed": 2, "violation": 3, "failed": 4,
-                 "error": 5}
 _records: dict[str, dict[str, str]] = {}
 
 
@@ -60,14 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def _option(config: pytest.Config, name: str, env: str) -> str:
-    value = config.getoption(name, default=None)
-    return str(value) if value else os.environ.get(env, "")
-
 
 def selected_servers(config: pytest.Config) -> list[str]:
     """The servers to run on; pytest.UsageError for a name the registry does not know."""
-    raw = _option(config, "conformance_servers", "CONFORMANCE_SERVERS")
+    raw = option(config, "conformance_servers", "CONFORMANCE_SERVERS")
     names = [name.strip() for name in raw.split(",") if name.strip()]
     if not names:
         return available()
@@ -113,32 +107,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     props = dict(report.user_properties)
     if "conformance_server" not in props:
         return
-    if report.when == "call" and report.passed:
-        outcome = "passed"
-    elif report.skipped:
-        outcome = "skipped"
-        if hasattr(report, "wasxfail"):
-            violation = str(report.wasxfail).startswith("violation: ")
-            outcome = "violation" if violation else "xfailed"
-    elif report.failed:
-        outcome = "failed" if report.when == "call" else "error"
-    else:
-        return
-    message = str(getattr(report, "wasxfail", "")) if outcome in ("xfailed", "violation") else ""
-    if report.failed:
-        crash = getattr(report.longrepr, "reprcrash", None)
-        message = str(getattr(crash, "message", "")) or report.longreprtext.splitlines()[-1:][0]
-    record = _records.setdefault(report.nodeid, {
-        "nodeid": report.nodeid, "server": str(props["conformance_server"]),
-        "feature": str(props["conformance_feature"]), "outcome": "passed", "message": "",
-    })
-    if _OUTCOME_RANK[outcome] >= _OUTCOME_RANK[record["outcome"]]:
-        record["outcome"] = outcome
-        record["message"] = message or record["message"]
+    record_outcome(_records, report, str(props["conformance_server"]),
+                   str(props["conformance_feature"]))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    path = _option(session.config, "conformance_report", "CONFORMANCE_REPORT")
+    path = option(session.config, "conformance_report", "CONFORMANCE_REPORT")
     if path:
         report = {"features": support.FEATURES, "records": list(_records.values())}
         Path(path).write_text(json.dumps(report, indent=1))

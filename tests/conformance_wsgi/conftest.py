@@ -24,16 +24,16 @@ client left silent would hold the only thread until the server's own timeout.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.conformance.conftest import _OUTCOME_RANK, Probe, idle_probe
+from tests.conformance.conftest import Probe, idle_probe
 from tests.conformance_wsgi import support
 from tests.support.running import RunningServer, running_server
+from tests.support.suite import option, record_outcome
 from toyservers.registry import SERVERS, available
 
 APP = "tests.conformance_wsgi.apps:app"
@@ -55,14 +55,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def _option(config: pytest.Config, name: str, env: str) -> str:
-    value = config.getoption(name, default=None)
-    return str(value) if value else os.environ.get(env, "")
-
 
 def selected_servers(config: pytest.Config) -> list[str]:
     """The servers to run on; pytest.UsageError for a name that is not a WSGI server."""
-    raw = _option(config, "wsgi_conformance_servers", "WSGI_CONFORMANCE_SERVERS")
+    raw = option(config, "wsgi_conformance_servers", "WSGI_CONFORMANCE_SERVERS")
     names = [name.strip() for name in raw.split(",") if name.strip()]
     if not names:
         return available(interface="wsgi")
@@ -109,32 +105,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     props = dict(report.user_properties)
     if _SERVER not in props:
         return
-    if report.when == "call" and report.passed:
-        outcome = "passed"
-    elif report.skipped:
-        outcome = "skipped"
-        if hasattr(report, "wasxfail"):
-            violation = str(report.wasxfail).startswith("violation: ")
-            outcome = "violation" if violation else "xfailed"
-    elif report.failed:
-        outcome = "failed" if report.when == "call" else "error"
-    else:
-        return
-    message = str(getattr(report, "wasxfail", "")) if outcome in ("xfailed", "violation") else ""
-    if report.failed:
-        crash = getattr(report.longrepr, "reprcrash", None)
-        message = str(getattr(crash, "message", "")) or report.longreprtext.splitlines()[-1:][0]
-    record = _records.setdefault(report.nodeid, {
-        "nodeid": report.nodeid, "server": str(props[_SERVER]),
-        "feature": str(props[_FEATURE]), "outcome": "passed", "message": "",
-    })
-    if _OUTCOME_RANK[outcome] >= _OUTCOME_RANK[record["outcome"]]:
-        record["outcome"] = outcome
-        record["message"] = message or record["message"]
+    record_outcome(_records, report, str(props[_SERVER]), str(props[_FEATURE]))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    path = _option(session.config, "wsgi_conformance_report", "WSGI_CONFORMANCE_REPORT")
+    path = option(session.config, "wsgi_conformance_report", "WSGI_CONFORMANCE_REPORT")
     if path:
         report = {"features": support.FEATURES, "records": list(_records.values())}
         Path(path).write_text(json.dumps(report, indent=1))
