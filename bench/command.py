@@ -22,6 +22,11 @@ from bench import report
 from bench.harness import UsageProblem
 
 
+def names(text: str) -> tuple[str, ...]:
+    """A comma-separated flag's items, stripped, empty ones dropped (``"a, b,"``: a, b)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def consoles(width: int = 150) -> tuple[Console, Console]:
     """The subcommand's two consoles: stdout (the terminal's width, or ``width`` columns when
     piped, so a logged table keeps its shape) and stderr (error lines, never cut)."""

@@ -65,7 +65,7 @@ from rich.panel import Panel
 from apps.h2_bodies import LONG_BODY, SHORT_BODY
 from apps.user import SAMPLE_BODY
 from bench import report
-from bench.command import consoles, finish, user_mistakes
+from bench.command import consoles, finish, names, user_mistakes
 from bench.h2load import H2Load
 from bench.harness import (
     Measurement,
@@ -687,13 +687,9 @@ def _finish(settings: Settings, servers: list[str], notes: list[str], pinning: P
 # --- the command ---------------------------------------------------------------------------
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in text.split(",") if name.strip())
-
-
 def _counts(text: str, option: str) -> tuple[int, ...]:
     try:
-        values = tuple(int(part) for part in _names(text))
+        values = tuple(int(part) for part in names(text))
     except ValueError:
         raise UsageProblem(f"{option} takes comma-separated whole numbers, not {text!r}"
                            ) from None
@@ -705,16 +701,16 @@ def _counts(text: str, option: str) -> tuple[int, ...]:
 def parse_settings(*, workloads: str, modes: str, connections: str, streams: str,
                    **rest: Any) -> Settings:
     """Settings from the command's options; UsageProblem names the first bad value."""
-    names = _names(workloads)
-    unknown = [n for n in names if n not in WORKLOADS]
-    if unknown or not names:
+    chosen = names(workloads)
+    unknown = [n for n in chosen if n not in WORKLOADS]
+    if unknown or not chosen:
         raise UsageProblem(f"unknown workload {unknown[0] if unknown else workloads!r} in "
                            f"--workloads (known: {', '.join(WORKLOADS)})")
-    chosen_modes = _names(modes)
+    chosen_modes = names(modes)
     bad = [m for m in chosen_modes if m not in ("h2c", "h2")]
     if bad:
         raise UsageProblem(f"unknown mode {bad[0]!r} in --modes (known: h2c, h2)")
-    return Settings(workloads=names, modes=chosen_modes,
+    return Settings(workloads=chosen, modes=chosen_modes,
                     sweep_connections=_counts(connections, "--connections"),
                     sweep_streams=_counts(streams, "--streams"), **rest)
 
@@ -760,7 +756,7 @@ def command(
         settings = parse_settings(
             workloads=workloads, modes=modes, connections=connections, streams=streams,
             duration=duration, warmup=warmup, runs=runs, server=server,
-            compare=_names(compare), h1=h1, threads=threads, pin=pin,
+            compare=names(compare), h1=h1, threads=threads, pin=pin,
             server_cpu=server_cpu, load_cpu=load_cpu, host=host, port=port)
         if not settings.modes and not settings.h1:
             raise UsageProblem("nothing to measure: --modes is empty and --no-h1 was given")

@@ -64,7 +64,7 @@ from rich.progress import Progress
 
 from apps.user import SAMPLE_BODY
 from bench import report
-from bench.command import consoles, finish, user_mistakes
+from bench.command import consoles, finish, names, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -565,10 +565,6 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
 # --- the command ---------------------------------------------------------------------------
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in text.split(",") if name.strip())
-
-
 def command(
     connections: Annotated[int, typer.Option(min=1, help="wrk connections.")] = 10,
     threads: Annotated[int, typer.Option(min=1, help="wrk threads.")] = 1,
@@ -615,8 +611,8 @@ def command(
     (with --wsgi: WSGI servers and Flask too)."""
     console, errors = consoles()
     settings = Settings(connections=connections, threads=threads, duration=duration,
-                        warmup=warmup, runs=runs, server=server, compare=_names(compare),
-                        compare_layers=_names(compare_layers), axum=axum, bare=bare,
+                        warmup=warmup, runs=runs, server=server, compare=names(compare),
+                        compare_layers=names(compare_layers), axum=axum, bare=bare,
                         wsgi=wsgi, wsgi_threads=wsgi_threads, pin=pin,
                         server_cpu=server_cpu, load_cpu=wrk_cpu, host=host, port=port)
     out = output if output is not None else report.default_output("layers")

@@ -49,7 +49,7 @@ from rich.console import Console
 
 from apps import load_app
 from bench import report
-from bench.command import consoles, finish, user_mistakes
+from bench.command import consoles, finish, names, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -65,7 +65,6 @@ from bench.layers import RowPlan, RowResult, bjoern_status, row_json
 from bench.machine import usable_cpus
 from bench.servers import (
     fetch,
-    names,
     print_outcome,
     provenance,
 )

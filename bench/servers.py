@@ -56,7 +56,7 @@ from rich.progress import Progress
 
 from apps import servers_app
 from bench import report
-from bench.command import consoles, finish, user_mistakes
+from bench.command import consoles, finish, names, user_mistakes
 from bench.harness import (
     Measurement,
     Method,
@@ -532,11 +532,6 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
 
 
 # --- the command -------------------------------------------------------------------------------
-
-
-def names(text: str) -> tuple[str, ...]:
-    """Comma-separated names, stripped, empty ones dropped."""
-    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def command(
