@@ -186,5 +186,5 @@ def test_lesson_prints_the_command_its_results_recorded(name: str) -> None:
     assert data["experiment"] == name
     assert all(row["status"] in ("ok", "skipped") for row in data["rows"]), name
     commands = [line.strip() for line in LESSON.read_text().splitlines()
-                if line.strip().startswith(f"bench {name} ") and "--output" in line]
-    assert commands == [" ".join(data["command"])]
+                if line.strip().startswith(f".venv/bin/bench {name} ") and "--output" in line]
+    assert commands == [" ".join([".venv/bin/bench", *data["command"][1:]])]

@@ -3,8 +3,8 @@
 - Each step under ``lessons/code/03b-event-loop/`` runs as a subprocess on a free port and is
   sent real requests; steps 2 and 3 must answer ``/fast`` while ``/slow`` waits.
 - Step 2's ``Loop`` is also driven directly: timers in order, cancelled ones skipped.
-- "Run it": every command block of the page's "Run it" section runs as printed, with a free
-  port in place of 8000 and the venv's Python first on PATH (the page says to activate it).
+- "Run it" and the exercise's commands run as printed (``tests.support.pages``: a free port in
+  place of 8000, this interpreter's directory in place of ``.venv/bin/``).
 - The transcript on the page is captured here from step 3 (``UPDATE_TRANSCRIPTS=1`` rewrites).
 """
 
@@ -13,17 +13,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shlex
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import httpx
 import pytest
 
-from bench.process import ServerProcess, free_port
+from tests.support.pages import blocks, run_tab, section, started, tabs
 from tests.test_lessons import (
     TIMEOUT,
     exchange,
@@ -98,60 +95,25 @@ def test_step2_loop_runs_timers_in_order_and_skips_cancelled_ones() -> None:
 # --- "Run it", as printed ---------------------------------------------------------------------
 
 
-def run_it_blocks() -> list[tuple[str, str]]:
-    """(language, code) of every fenced block in the page's "Run it" section, in order."""
-    section = PAGE.read_text().split("## Run it", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"^( *)```(\w+)\n(.*?)^\1```", section, re.MULTILINE | re.DOTALL)
-    return [(lang, "".join(line[len(indent):] + "\n" for line in code.splitlines()))
-            for indent, lang, code in blocks]
-
-
-def with_port(code: str, port: int) -> str:
-    assert "8000" in code, code
-    return code.replace("8000", str(port))
-
-
-def venv_env() -> dict[str, str]:
-    """The page says: activate the venv. Here: its bin first on PATH, and our tree importable."""
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-            "PYTHONPATH": str(ROOT)}
-
-
-def start(command: str, port: int, extra_env: dict[str, str] | None = None) -> ServerProcess:
-    argv = shlex.split(with_port(command.strip(), port))
-    assert argv[0] == "python", argv
-    return ServerProcess([sys.executable, *argv[1:]], port=port, cwd=ROOT,
-                         env={**venv_env(), **(extra_env or {})})
-
-
-def run(lang: str, code: str, port: int) -> str:
-    argv = ["bash", "-euo", "pipefail", "-c"] if lang == "sh" else [sys.executable, "-c"]
-    result = subprocess.run([*argv, with_port(code, port)], cwd=ROOT, env=venv_env(),
-                            capture_output=True, text=True, timeout=30)
-    assert result.returncode == 0, f"{code}\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
 def test_run_it_commands_run_as_printed() -> None:
-    blocks = run_it_blocks()
-    assert [lang for lang, _ in blocks] == ["sh", "sh", "python", "python", "sh", "sh"], blocks
-    (_, serve3), curl_tab, httpx_tab, raw_tab, (_, serve4), (_, download) = blocks
-    port = free_port()
-    with start(serve3, port):
-        out = run(*curl_tab, port)
+    text = section(PAGE, "Run it")
+    head, tail = text.split("===", 1)[0], text.rsplit("\n    ```\n", 1)[1]
+    (serve3,), (serve4, download) = blocks(head, "sh"), blocks(tail, "sh")
+    run_it = tabs(text)
+    with started(serve3) as server:
+        out = run_tab("sh", run_it["curl"].code, server.port)
         assert out.splitlines()[0] == "fast" and out.splitlines()[-1] == "slow", out
-        out = run(*httpx_tab, port)
+        out = run_tab("python", run_it["httpx"].code, server.port)
         times = re.findall(r"^/(fast|slow): \1 after (\d+\.\d) s$", out, re.MULTILINE)
         fast = [float(t) for path, t in times if path == "fast"]
         slow = [float(t) for path, t in times if path == "slow"]
         assert len(fast) == 5 and len(slow) == 1 and slow[0] >= 2.0, out
         assert max(fast) < slow[0] - 1.0, f"/fast waited for /slow: {out}"
-        out = run(*raw_tab, port)  # prints both responses (timing: the test above)
+        out = run_tab("python", run_it["raw socket"].code, server.port)  # timing: above
         assert out.count("HTTP/1.1 200 OK") == 2 and "fast\n" in out and "slow\n" in out, out
     for no_drain in ("0", "1"):
-        port = free_port()
-        with start(serve4, port, {"NO_DRAIN": no_drain}) as server:
-            assert run("sh", download, port) == "4194304 bytes\n"
+        with started(serve4, env={"NO_DRAIN": no_drain}) as server:
+            assert run_tab("sh", download, server.port) == "4194304 bytes\n"
             pauses, peak = map(int, PEAK.search(wait_for_log(server, "peaked at")).groups())
         if no_drain == "0":  # the page: two 64 KiB pieces at most, dozens of pauses
             assert peak <= 2 * 64 * 1024 and pauses >= 12, (pauses, peak)
@@ -160,12 +122,10 @@ def test_run_it_commands_run_as_printed() -> None:
 
 
 def test_exercise_commands_run_as_printed_against_the_solution() -> None:
-    section = PAGE.read_text().split("## Exercises", 1)[1].split("\n## ", 1)[0]
-    serve, upload = re.findall(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
-    port = free_port()
+    serve, upload = blocks(section(PAGE, "Exercises"), "sh")
     # the starter raises NotImplementedError until the student fills it: run the solution
-    with start(serve.replace("starter.py", "solution.py"), port):
-        out = run("sh", upload, port)
+    with started(serve.replace("starter.py", "solution.py")) as server:
+        out = run_tab("sh", upload, server.port)
     match = re.fullmatch(r"received 4000000 bytes; reading paused (\d+) times; "
                          r"at most (\d+) bytes buffered\n", out)
     assert match and int(match.group(1)) >= 1, out

@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from apps.h2_bodies import SHORT_BODY
 from bench.process import ServerProcess, free_port
+from tests.support.pages import blocks, run_tab, same_output, section, started, tabs
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = ROOT / "lessons" / "code" / "10-http2"
@@ -50,29 +50,18 @@ def test_step1_server_speaks_http2_with_prior_knowledge() -> None:
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-def test_the_pages_curl_command() -> None:
-    assert "curl --http2-prior-knowledge http://127.0.0.1:8000/" in PAGE.read_text()
-    with step_server() as server:
-        out = subprocess.run(["curl", "-s", "--http2-prior-knowledge",
-                              f"http://127.0.0.1:{server.port}/"],
-                             capture_output=True, text=True, timeout=TIMEOUT)
-    assert out.returncode == 0 and out.stdout == "hello over HTTP/2\n", out
-
-
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-def test_toy_h2_answers_curls_h2c_upgrade() -> None:
-    text = PAGE.read_text()
-    assert "toyserve apps.h2_bodies:app --server toy-h2 --port 8000" in text
-    assert "curl --http2 http://127.0.0.1:8000/short" in text
-    port = free_port()
-    argv = [sys.executable, "-m", "toyservers.cli", "apps.h2_bodies:app", "--server", "toy-h2",
-            "--port", str(port)]
-    with ServerProcess(argv, port=port, cwd=ROOT):
-        out = subprocess.run(["curl", "-s", "--http2", "-w", " %{http_version}",
-                              f"http://127.0.0.1:{port}/short"],
-                             capture_output=True, text=True, timeout=TIMEOUT)
-    assert out.returncode == 0, out
-    assert out.stdout == SHORT_BODY.decode() + " 2", out.stdout  # upgraded: HTTP/2
+def test_run_it_commands_run_as_printed() -> None:
+    text = section(PAGE, "Run it")
+    head, tail = text.split("===", 1)[0], text.split("toy-h2 also takes", 1)[1]
+    (step1,), (toy_h2, upgrade), (shown,) = blocks(head, "sh"), blocks(tail, "sh"), \
+        blocks(tail, "text")
+    run_it = tabs(text)  # the last tab's text runs to the end: use only its code
+    with started(step1) as server:
+        same_output(run_it["curl"].expected or "", run_tab("sh", run_it["curl"].code, server.port))
+        assert run_tab("python", run_it["httpx"].code, server.port) == "HTTP/2 300000\n"
+        assert run_tab("sh", run_it["frames"].code, server.port) == TRANSCRIPT.read_text()
+    with started(toy_h2) as server:
+        same_output(shown, run_tab("sh", upgrade, server.port))  # upgraded: HTTP/2
 
 
 def test_frame_transcript_matches_what_frames_py_prints() -> None:

@@ -12,64 +12,46 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import socket
-import subprocess
 import sys
-from pathlib import Path
 
 import jwt
 import pytest
 
 from apps import servers_app
 from bench.process import ServerProcess, free_port
+from tests.support import pages
+from tests.support.pages import ROOT, blocks, run_tab, started
 from tests.test_lessons import render, without_date
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "lessons" / "11-servers-under-load.md"
-BIN = Path(sys.executable).parent  # what .venv/bin/ is in a fresh clone
 
 
 def section(title: str) -> str:
-    """The text of the page's ``## title`` section, up to the next ``## ``."""
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", PAGE.read_text(), re.S | re.M)
-    assert match, f"no '## {title}' section in {PAGE.name}"
-    return match.group(1)
-
-
-def blocks(text: str, language: str) -> list[str]:
-    """The fenced code blocks of ``language`` in ``text``."""
-    return re.findall(rf"^```{language}\n(.*?)^```", text, re.S | re.M)
-
-
-def localize(command: str, port: int) -> str:
-    """The command as a fresh clone would run it, on this test's port and interpreter."""
-    return command.replace(".venv/bin/", f"{BIN}/").replace("8000", str(port))
+    """The text of the page's ``## title`` section."""
+    return pages.section(PAGE, title)
 
 
 @pytest.mark.skipif(not all(shutil.which(t) for t in ("curl", "wrk", "redis-server")),
                     reason="needs curl, wrk and redis-server (make test installs them)")
 def test_run_it_commands_run_as_printed() -> None:
-    server, client = blocks(section("Run it"), "sh")
-    port = free_port()
-    with ServerProcess(shlex.split(localize(server.strip(), port)), port=port, cwd=ROOT):
-        out = subprocess.run(["bash", "-e", "-c", localize(client, port)], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    lines = out.stdout.splitlines()
+    server_command, client = blocks(section("Run it"), "sh")
+    with started(server_command) as server:
+        out = run_tab("sh", client, server.port)
+    lines = out.splitlines()
     assert lines[0] == "short body from bench"
     assert lines[1].strip() == "430000"
     assert lines[2].startswith('{"user":{"id":"1","username":"user1"')
     assert lines[3] == "401"
-    assert "Requests/sec" in out.stdout and "Non-2xx" not in out.stdout
+    assert "Requests/sec" in out and "Non-2xx" not in out
 
 
 @pytest.mark.parametrize("name", ["servers", "load"])
 def test_the_pages_bench_commands_made_its_results(name: str) -> None:
     commands = [shlex.split(line) for line in blocks(section("The commands"), "sh")[0]
-                .splitlines() if line.startswith(f"bench {name} ")]
+                .splitlines() if line.startswith(f".venv/bin/bench {name} ")]
     assert len(commands) == 1
     data = json.loads((ROOT / "lessons" / "results" / name / "results.json").read_text())
     assert data["command"][1:] == commands[0][1:]
