@@ -1,30 +1,32 @@
 """Lesson 8 (pre-fork workers): its step programs run and show what the page says, and the
-page's "Run it" server command runs as printed.
+page's "Run it" commands run as printed.
 
 - Each step under ``lessons/code/08-workers/`` is started on a free port
   (``tests.test_lessons.step``); workers are found in the process table (the master's live
   children, via psutil) and killed with SIGKILL.
 - Nothing waits with a sleep: each check polls the process table or the socket with a
   deadline, and a request sent while no worker accepts waits in the master's backlog.
-- The toyserve command is cut out of ``lessons/08-workers.md`` and run with the port and
-  ``.venv/bin/`` swapped for this test's (``tests.support.pages.started``).
+- The "Run it" commands are cut out of ``lessons/08-workers.md`` and run with the port and
+  ``.venv/bin/`` swapped for this test's (``tests.support.pages``): the server and its curl,
+  then the signals block, typed into one bash a line at a time.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
+import subprocess
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
-from bench.process import ServerProcess
-from tests.support.pages import blocks, run_tab, started
+from bench.process import ServerProcess, free_port
+from tests.support.pages import ROOT, blocks, localize, run_tab, section, started
 from tests.test_lessons import LESSONS, TIMEOUT, step
 
 PAGE = LESSONS / "08-workers.md"
@@ -42,10 +44,10 @@ def ask(server: ServerProcess, timeout: float = TIMEOUT) -> int:
     return int(data.rpartition(b"pid ")[2])
 
 
-def workers(server: ServerProcess) -> set[int]:
-    """The master's live children (a dead one that is not reaped yet does not count)."""
+def workers(master: int) -> set[int]:
+    """The pids of ``master``'s live children (a dead one not reaped yet does not count)."""
     found = set()
-    for child in psutil.Process(server.pid).children():
+    for child in psutil.Process(master).children():
         try:
             if child.status() != psutil.STATUS_ZOMBIE:
                 found.add(child.pid)
@@ -64,19 +66,19 @@ def until(condition: object, seconds: float = 2.0) -> None:
 
 def test_step1_workers_share_the_socket_and_answer_with_their_pid() -> None:
     with step(f"{STEPS}/step1_prefork.py", env={"WORKERS": "2"}) as server:
-        until(lambda: len(workers(server)) == 2)
-        pool = workers(server)
+        until(lambda: len(workers(server.pid)) == 2)
+        pool = workers(server.pid)
         assert {ask(server) for _ in range(4)} <= pool  # only workers answer, never the master
 
 
 def test_step1_a_killed_worker_is_not_replaced() -> None:
     with step(f"{STEPS}/step1_prefork.py", env={"WORKERS": "2"}) as server:
-        until(lambda: len(workers(server)) == 2)
-        first, last = sorted(workers(server))
+        until(lambda: len(workers(server.pid)) == 2)
+        first, last = sorted(workers(server.pid))
         os.kill(first, signal.SIGKILL)
-        until(lambda: workers(server) == {last})  # the pool shrank, and stays shrunk:
+        until(lambda: workers(server.pid) == {last})  # the pool shrank, and stays shrunk:
         assert ask(server) == last  # the survivor takes every connection
-        assert workers(server) == {last}
+        assert workers(server.pid) == {last}
         os.kill(last, signal.SIGKILL)
         assert server.proc is not None
         server.proc.wait(timeout=TIMEOUT)  # no child left to wait for: the master exits
@@ -90,20 +92,71 @@ def test_step2_a_killed_worker_is_replaced() -> None:
         os.kill(first, signal.SIGKILL)
         # kill() returns before the worker is dead: a connection made meanwhile can still be
         # accept()ed by it and then reset as it dies. Wait until it is gone, then ask.
-        until(lambda: first not in workers(server))
+        until(lambda: first not in workers(server.pid))
         second = ask(server, timeout=1)  # waits in the backlog for the new worker
         assert second != first
-        until(lambda: workers(server) == {second})
+        until(lambda: workers(server.pid) == {second})
 
 
 def test_run_it_toyserve_command_runs_as_printed() -> None:
-    text = PAGE.read_text()
-    match = re.search(r"^## Run it\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    assert match
-    server_command, curl = blocks(match.group(1), "sh")
+    server_command, curl, _ = blocks(section(PAGE, "Run it"), "sh")  # the last: below
     assert "--workers 2" in server_command
     with started(server_command) as server:
-        until(lambda: len(workers(server)) == 2, seconds=TIMEOUT)
+        until(lambda: len(workers(server.pid)) == 2, seconds=TIMEOUT)
         if shutil.which("curl") is not None:
             out = run_tab("sh", curl, server.port)
             assert json.loads(out) == {"id": 1, "name": "ada", "email": "ada@example.com"}
+
+
+def test_run_it_signal_commands_run_as_printed_one_line_at_a_time(tmp_path: Path) -> None:
+    """The signals block, typed into one bash a line at a time as the page says; before each
+    next line the test waits for what the previous line's comment promises."""
+    (_, _, typed) = blocks(section(PAGE, "Run it"), "sh")
+    lines = localize(typed, free_port()).splitlines()
+    assert len(lines) == 8 and lines[1] == "MASTER=$!", lines
+    log = (tmp_path / "terminal.log").open("w+")
+    shell = subprocess.Popen(["bash"], stdin=subprocess.PIPE, stdout=log, stderr=log,
+                             cwd=ROOT, text=True)
+    assert shell.stdin is not None
+
+    def type_line(index: int) -> None:
+        shell.stdin.write(lines[index] + "\n")  # type: ignore[union-attr]
+        shell.stdin.flush()  # type: ignore[union-attr]
+
+    def terminal() -> str:
+        log.seek(0)
+        return log.read()
+
+    try:
+        type_line(0)
+        until(lambda: len(psutil.Process(shell.pid).children()) == 1, seconds=TIMEOUT)
+        master = psutil.Process(shell.pid).children()[0]
+        pool = master.pid
+        until(lambda: len(workers(pool)) == 2 and "Listening at" in terminal(), TIMEOUT)
+        first = workers(pool)
+        type_line(1)
+        type_line(2)  # ps --ppid $MASTER
+        until(lambda: all(str(pid) in terminal() for pid in first), TIMEOUT)
+        type_line(3)  # TTIN
+        until(lambda: len(workers(pool)) == 3, TIMEOUT)
+        (third,) = workers(pool) - first
+        type_line(4)  # TTOU: the oldest leaves
+        until(lambda: len(workers(pool)) == 2 and third in workers(pool), TIMEOUT)
+        before = workers(pool)
+        type_line(5)  # HUP: two new, the old gone
+        until(lambda: len(workers(pool)) == 2 and not workers(pool) & before, TIMEOUT)
+        before = workers(pool)
+        type_line(6)  # kill -9 the oldest worker: a replacement
+        until(lambda: len(workers(pool)) == 2 and len(workers(pool) & before) == 1, TIMEOUT)
+        type_line(7)  # TERM and wait
+        until(lambda: not master.is_running() or master.status() == psutil.STATUS_ZOMBIE,
+              TIMEOUT)
+        shell.stdin.close()
+        assert shell.wait(timeout=TIMEOUT) == 0, terminal()
+        assert terminal().count("Booting worker") == 2 + 1 + 2 + 1, terminal()
+    finally:
+        if shell.poll() is None:
+            for child in psutil.Process(shell.pid).children(recursive=True):
+                child.kill()
+            shell.kill()
+        log.close()
