@@ -2,13 +2,16 @@
 user mistakes, and one short real run of each (servers on 127.0.0.1, wrk for workers).
 
 Nothing here asserts a speed. The concurrency smoke run asserts only what blocking makes
-certain: one sync process answers 3 slow requests one after another (at least 3 slow times).
+certain: one sync process answers 3 slow requests one after another (at least 3 slow times);
+so does lesson 12's "Run it" by hand: behind a 3 s ``time.sleep`` /fast waits over 2 s, behind
+``asyncio.sleep`` under 1 s.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +23,7 @@ import pytest
 from apps import concurrency_app
 from bench import concurrency, upstream, workers
 from bench.process import ServerProcess, free_port
+from tests.support.pages import blocks, run_tab, section, started, tabs
 from toyservers.registry import get
 
 needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None,
@@ -188,3 +192,26 @@ def test_lesson_prints_the_command_its_results_recorded(name: str) -> None:
     commands = [line.strip() for line in LESSON.read_text().splitlines()
                 if line.strip().startswith(f".venv/bin/bench {name} ") and "--output" in line]
     assert commands == [" ".join([".venv/bin/bench", *data["command"][1:]])]
+
+
+# --- the lesson's "Run it" by hand ---------------------------------------------------------------
+
+
+def fast_took(printed: str) -> float:
+    """Seconds from the tabs' ``/fast took 2.8 s`` line."""
+    match = re.fullmatch(r"/fast took (\d+\.\d+) s\n", printed)
+    assert match, printed
+    return float(match.group(1))
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_run_it_by_hand_commands_run_as_printed() -> None:
+    text = section(LESSON, "Run it").split("To watch the blocking by hand", 1)[1]
+    blocking, _, awaiting = blocks(text, "sh")  # the one in between is the curl tab's
+    run_it = tabs(text)
+    with started(blocking) as server:  # /slow holds the loop for 3 s: /fast waits most of it
+        for tab in run_it.values():
+            assert 2.0 <= fast_took(run_tab(tab.language, tab.code, server.port)) < 5.0
+    with started(awaiting) as server:
+        for tab in run_it.values():
+            assert fast_took(run_tab(tab.language, tab.code, server.port)) < 1.0
