@@ -17,8 +17,10 @@ import shlex
 import shutil
 import subprocess
 
+import httpx
 import pytest
 
+from bench.process import ServerProcess
 from tests.support.pages import (
     ROOT,
     blocks,
@@ -272,11 +274,41 @@ def test_every_bench_command_on_pages_1_to_8_parses() -> None:
 
 def test_index_commands() -> None:
     text = section(LESSONS / "index.md", "How to run the code")
-    setup, make, server_command, curl = blocks(text, "sh")
-    assert setup.split()[:2] == ["make", "venv"]
+    _, _, server_command, curl = blocks(text, "sh")
     (shown,) = blocks(text, "text")
     with started(server_command) as server:
         same_output(shown, run_tab("sh", curl, server.port))
+
+
+def make_lines(block: str) -> dict[str, str]:
+    """``make`` command lines of a block by target (``venv``, ``exercise``), comments cut."""
+    lines = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    return {line.split()[1]: line for line in lines if line.startswith("make ")}
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.timeout(180)
+def test_index_make_commands_run_as_printed() -> None:
+    """The setup step and the make targets the index lists, but ``make test``: the suite that
+    runs this test. ``make venv`` finds the venv up to date (``make test`` made it)."""
+    setup, targets = blocks(section(LESSONS / "index.md", "How to run the code"), "sh")[:2]
+    commands = {**make_lines(setup), **make_lines(targets)}
+    assert sorted(commands) == ["docs", "exercise", "serve-docs", "test", "venv"], commands
+
+    def make(name: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", commands[name]], cwd=ROOT, capture_output=True,
+                              text=True, timeout=150)
+
+    assert make("venv").returncode == 0
+    checked = make("exercise")  # lesson 1's starter: every check fails, one line each
+    failing = [line for line in checked.stdout.splitlines() if line.startswith("test_")]
+    assert checked.returncode != 0 and len(failing) >= 10, checked.stdout + checked.stderr
+    assert "Traceback" not in checked.stdout, checked.stdout
+    built = make("docs")
+    assert built.returncode == 0 and (ROOT / "site" / "index.html").exists(), built.stderr
+    with ServerProcess(shlex.split(commands["serve-docs"]), port=8001, cwd=ROOT,
+                       startup_timeout=60) as docs:
+        assert "toyservers" in httpx.get(f"{docs.url}/", timeout=10).text.lower()
 
 
 # --- every page: highlighted changes are the changes -------------------------------------------
