@@ -115,5 +115,5 @@ constraints: $(STAMP)
 # Wheels of the pinned set, plus what pip needs to build the project, for this platform and
 # Python; copy wheelhouse/ to the classroom and run `make venv OFFLINE=1` there.
 wheelhouse: $(STAMP)
-	$(PY) -m pip download -q -d wheelhouse -r $(CONSTRAINTS) 'setuptools>=68' wheel
+	$(PY) -m pip download -q -d wheelhouse -r $(CONSTRAINTS) 'setuptools>=77' wheel
 
