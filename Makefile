@@ -78,7 +78,7 @@ test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_JOBS) $(ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check toyservers apps bench tests
+	$(VENV)/bin/ruff check toyservers apps bench tests scripts lessons
 	$(VENV)/bin/mypy
 
 docs: $(STAMP)

@@ -1,8 +1,8 @@
 """Lesson 1, step 1: echo bytes. A TCP server that sends back whatever it receives.
 
-Run: ``.venv/bin/python lessons/code/01-bytes/step1_echo.py 8000``, then point any client at it. It knows nothing about
-HTTP: what comes back is exactly what your client sent, which is the point. A browser or curl
-sends an HTTP request; this server shows you those bytes.
+Run: ``.venv/bin/python lessons/code/01-bytes/step1_echo.py 8000``, then point any client at it. It
+knows nothing about HTTP: what comes back is exactly what your client sent, which is the point. A
+browser or curl sends an HTTP request; this server shows you those bytes.
 
 Deliberately left out: everything HTTP. That is the next four steps.
 """

@@ -1,7 +1,7 @@
 """Lesson 2, step 1: a WSGI application, served by the standard library's wsgiref.
 
-Run: ``.venv/bin/python lessons/code/02-wsgi/step1_hello.py 8000``, then ``curl -i 'http://127.0.0.1:8000/?name=ada'`` and
-``curl -N http://127.0.0.1:8000/count``.
+Run: ``.venv/bin/python lessons/code/02-wsgi/step1_hello.py 8000``, then
+``curl -i 'http://127.0.0.1:8000/?name=ada'`` and ``curl -N http://127.0.0.1:8000/count``.
 
 A WSGI application is one callable, ``app(environ, start_response)``. The server parses the
 request into ``environ`` (a dict of CGI-style keys plus ``wsgi.*`` ones), the app calls

@@ -1,7 +1,7 @@
 """Lesson 2, step 2: routing and middleware, as plain WSGI callables.
 
-Run: ``.venv/bin/python lessons/code/02-wsgi/step2_routing.py 8000``, then ``curl -i http://127.0.0.1:8000/users/7`` and
-``curl -i -X DELETE http://127.0.0.1:8000/``.
+Run: ``.venv/bin/python lessons/code/02-wsgi/step2_routing.py 8000``, then
+``curl -i http://127.0.0.1:8000/users/7`` and ``curl -i -X DELETE http://127.0.0.1:8000/``.
 
 A router is a WSGI app that picks another WSGI app by path and method; a middleware is a
 function that takes a WSGI app and returns a WSGI app. Both are just callables, so they

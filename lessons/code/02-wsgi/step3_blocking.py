@@ -1,8 +1,8 @@
 """Lesson 2, step 3: a tiny blocking WSGI server, and a slow request that holds a fast one back.
 
-Run: ``.venv/bin/python lessons/code/02-wsgi/step3_blocking.py 8000``, then in two terminals, within ``SLOW_SECONDS``:
-``curl http://127.0.0.1:8000/slow`` and ``curl http://127.0.0.1:8000/fast``. The fast one
-waits for the slow one: this server handles one connection at a time, and ``/slow`` holds
+Run: ``.venv/bin/python lessons/code/02-wsgi/step3_blocking.py 8000``, then in two terminals, within
+``SLOW_SECONDS``: ``curl http://127.0.0.1:8000/slow`` and ``curl http://127.0.0.1:8000/fast``. The
+fast one waits for the slow one: this server handles one connection at a time, and ``/slow`` holds
 the only thread in ``time.sleep`` for ``SLOW_SECONDS`` (env var, default 5).
 
 The server is the WSGI contract seen from the other side: accept a connection, parse the

@@ -1,11 +1,11 @@
 """Lesson 3, step 3: a slow request that does not hold the fast ones back.
 
-Run: ``.venv/bin/python lessons/code/03-asgi/step3_slow.py 8000``, then within five seconds, in two terminals:
-``curl http://127.0.0.1:8000/slow`` and ``curl http://127.0.0.1:8000/fast``. This time the
-fast one answers at once: ``await asyncio.sleep`` hands the event loop back to uvicorn, which
+Run: ``.venv/bin/python lessons/code/03-asgi/step3_slow.py 8000``, then within five seconds, in two
+terminals: ``curl http://127.0.0.1:8000/slow`` and ``curl http://127.0.0.1:8000/fast``. This time
+the fast one answers at once: ``await asyncio.sleep`` hands the event loop back to uvicorn, which
 goes on reading and answering other connections in the same thread. Then try ``/blocking``
-(``time.sleep`` in an ``async def``): it freezes the loop, and every client waits, exactly
-like the one-at-a-time WSGI server of lesson 2.
+(``time.sleep`` in an ``async def``): it freezes the loop, and every client waits, exactly like the
+one-at-a-time WSGI server of lesson 2.
 
 Deliberately left out: running blocking code in a thread (``asyncio.to_thread``, or
 Starlette's ``run_in_threadpool``), which is how frameworks keep a sync endpoint from

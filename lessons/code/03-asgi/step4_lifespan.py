@@ -1,7 +1,8 @@
 """Lesson 3, step 4: lifespan. Set things up once before the first request, tear them down last.
 
-Run: ``.venv/bin/python lessons/code/03-asgi/step4_lifespan.py 8000``, then ``curl http://127.0.0.1:8000/`` a few times, and
-stop the server with Ctrl-C: it prints how many requests it served, from its shutdown handler.
+Run: ``.venv/bin/python lessons/code/03-asgi/step4_lifespan.py 8000``, then
+``curl http://127.0.0.1:8000/`` a few times, and stop the server with Ctrl-C: it prints how many
+requests it served, from its shutdown handler.
 
 Besides ``http`` (and ``websocket``) scopes, a server may call the app once with a
 ``lifespan`` scope: the app receives ``lifespan.startup``, prepares (opens a database pool,

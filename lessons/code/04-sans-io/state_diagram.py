@@ -1,8 +1,10 @@
 """Lesson 4: draw h11's server-side state machine from h11's own transition tables.
 
-Run: ``.venv/bin/python lessons/code/04-sans-io/state_diagram.py`` rewrites ``lessons/diagrams/h11-server-states.md``;
-``.venv/bin/python lessons/code/04-sans-io/state_diagram.py --check`` exits 1 when that file differs from what h11's tables give
-(``tests/test_lessons_sansio.py`` runs the check, so the page cannot drift from h11).
+Run: ``.venv/bin/python lessons/code/04-sans-io/state_diagram.py`` rewrites
+``lessons/diagrams/h11-server-states.md``;
+``.venv/bin/python lessons/code/04-sans-io/state_diagram.py --check`` exits 1 when that file differs
+from what h11's tables give (``tests/test_lessons_sansio.py`` runs the check, so the page cannot
+drift from h11).
 
 h11 keeps its state machine as data in ``h11/_state.py``: ``EVENT_TRIGGERED_TRANSITIONS``
 (role -> state -> event type -> next state) and ``STATE_TRIGGERED_TRANSITIONS`` ((client state,
@@ -87,7 +89,8 @@ if __name__ == "__main__":
     text = render()
     if "--check" in sys.argv[1:]:
         if not OUTPUT.exists() or OUTPUT.read_text() != text:
-            print(f"{OUTPUT} is stale: run .venv/bin/python lessons/code/04-sans-io/{Path(__file__).name}", file=sys.stderr)
+            print(f"{OUTPUT} is stale: run "
+                  ".venv/bin/python lessons/code/04-sans-io/state_diagram.py", file=sys.stderr)
             sys.exit(1)
         print(f"{OUTPUT.name} matches h11's tables")
     else:

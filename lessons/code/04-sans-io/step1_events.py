@@ -1,6 +1,7 @@
 """Lesson 4, step 1: h11 by hand. Bytes go in, events come out, and no socket is involved.
 
-Run: ``.venv/bin/python lessons/code/04-sans-io/step1_events.py``. It prints every event h11 produces, with both sides' states.
+Run: ``.venv/bin/python lessons/code/04-sans-io/step1_events.py``. It prints every event h11
+produces, with both sides' states.
 
 An ``h11.Connection`` is a parser and a framer wrapped around a state machine. You hand it
 bytes with ``receive_data`` and ask for events with ``next_event``; it answers ``NEED_DATA``

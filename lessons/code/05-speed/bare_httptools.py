@@ -1,6 +1,6 @@
 """Lesson 5, the ``bare`` baseline: the least server that runs a pure ASGI app on httptools.
 
-Run: ``.venv/bin/python lessons/code/05-speed/bare_httptools.py apps.asgi_user:app --host 127.0.0.1 --port 8000``
+Run: ``.venv/bin/python lessons/code/05-speed/bare_httptools.py apps.asgi_user:app --port 8000``
 (``module:attr`` is looked up in the current directory first, as uvicorn does). Then
 ``curl -d '{"id": 1, "name": "ada", "email": "ada@example.com"}' http://127.0.0.1:8000/``.
 
@@ -156,7 +156,7 @@ async def serve(app: Any, host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``.venv/bin/python lessons/code/05-speed/bare_httptools.py module:attr [--host H] [--port P]``."""
+    """Serve ``module:attr`` (``sys.argv`` without ``argv``): ``[--host H] [--port P]``."""
     parser = argparse.ArgumentParser(description="bare: a baseline, not a server")
     parser.add_argument("app", nargs="?", default="apps.asgi_user:app")
     parser.add_argument("--host", default="127.0.0.1")

@@ -1,7 +1,8 @@
 """Lesson 5, step 1: httptools on a byte string. llhttp calls you back; no socket involved.
 
-Run: ``.venv/bin/python lessons/code/05-speed/step1_callbacks.py``. It prints each callback as llhttp reaches that part of
-the request, for two requests pipelined in one string and fed in three pieces.
+Run: ``.venv/bin/python lessons/code/05-speed/step1_callbacks.py``. It prints each callback as
+llhttp reaches that part of the request, for two requests pipelined in one string and fed in three
+pieces.
 
 Where h11 hands you events when you ask (``next_event``), ``httptools.HttpRequestParser``
 pushes: ``feed_data(chunk)`` runs llhttp, the C parser inside Node.js, over the chunk and calls

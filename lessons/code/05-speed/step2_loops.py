@@ -1,7 +1,8 @@
 """Lesson 5, step 2: the same tiny httptools server on asyncio's event loop or on uvloop.
 
-Run: ``.venv/bin/python lessons/code/05-speed/step2_loops.py 8000`` (asyncio) or ``LOOP=uvloop .venv/bin/python lessons/code/05-speed/step2_loops.py 8000``,
-then ``curl -i http://127.0.0.1:8000/hello``; the ``x-loop`` header names the loop class.
+Run: ``.venv/bin/python lessons/code/05-speed/step2_loops.py 8000`` (asyncio) or
+``LOOP=uvloop .venv/bin/python lessons/code/05-speed/step2_loops.py 8000``, then
+``curl -i http://127.0.0.1:8000/hello``; the ``x-loop`` header names the loop class.
 
 Two things make uvicorn's default setup fast, and this step has both in under a hundred lines.
 llhttp (through httptools) parses in C; uvloop replaces asyncio's pure-Python event loop with

@@ -1,8 +1,9 @@
 """Lesson 6: the asgi row of ``bench layers`` by hand: ``apps/asgi_user.py`` on uvicorn.
 
-The same server settings ``bench layers`` uses for its ``uvicorn`` rows (httptools parser,
-uvloop event loop, warnings only, no access log), so what you send it with curl, httpx or a
-raw socket is what wrk sends in the experiment. Usage: ``.venv/bin/python lessons/code/06-layers/serve_asgi_user.py [PORT]``.
+The same server settings ``bench layers`` uses for its ``uvicorn`` rows (httptools parser, uvloop
+event loop, warnings only, no access log), so what you send it with curl, httpx or a raw socket is
+what wrk sends in the experiment. Usage:
+``.venv/bin/python lessons/code/06-layers/serve_asgi_user.py [PORT]``.
 """
 
 from __future__ import annotations

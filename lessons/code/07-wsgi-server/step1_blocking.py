@@ -1,9 +1,9 @@
 """Lesson 7, step 1: a WSGI server on ``socket``, one request at a time.
 
-Run: ``.venv/bin/python lessons/code/07-wsgi-server/step1_blocking.py 8000``, then ``curl -i http://127.0.0.1:8000/hello`` and
-``curl -d 'some bytes' http://127.0.0.1:8000/echo``. Send ``/slow`` (it sleeps
-``SLOW_SECONDS``, env var, default 3) and, meanwhile, ``/fast`` from a second terminal: the
-fast one waits, because the only thread is inside the slow app.
+Run: ``.venv/bin/python lessons/code/07-wsgi-server/step1_blocking.py 8000``, then
+``curl -i http://127.0.0.1:8000/hello`` and ``curl -d 'some bytes' http://127.0.0.1:8000/echo``.
+Send ``/slow`` (it sleeps ``SLOW_SECONDS``, env var, default 3) and, meanwhile, ``/fast`` from a
+second terminal: the fast one waits, because the only thread is inside the slow app.
 
 Accept a connection, read the request head, build ``environ``, call the app with a
 ``start_response``, write the head with the first non-empty body chunk, call ``close()`` on

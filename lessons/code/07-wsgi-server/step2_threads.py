@@ -1,9 +1,9 @@
 """Lesson 7, step 2: a pool of threads runs the connections (the idea of gunicorn's gthread).
 
-Run: ``.venv/bin/python lessons/code/07-wsgi-server/step2_threads.py 8000`` (``THREADS``, default 4; ``KEEP_ALIVE_SECONDS``,
-default 5). ``/slow`` no longer holds ``/fast`` back: each connection gets a thread of its own
-from the pool, and keeps it while the client keeps the connection alive. That is the new
-problem: a client that sends one request and then stays idle holds a thread, doing nothing,
+Run: ``.venv/bin/python lessons/code/07-wsgi-server/step2_threads.py 8000`` (``THREADS``, default 4;
+``KEEP_ALIVE_SECONDS``, default 5). ``/slow`` no longer holds ``/fast`` back: each connection gets a
+thread of its own from the pool, and keeps it while the client keeps the connection alive. That is
+the new problem: a client that sends one request and then stays idle holds a thread, doing nothing,
 until KEEP_ALIVE_SECONDS pass; open THREADS idle connections and the next client waits.
 
 The main thread only accepts; ``handle`` runs on a pool thread and is step 1's loop for one

@@ -1,9 +1,10 @@
 """Lesson 7, step 3: the main thread watches idle connections; only requests hold a thread.
 
-Run: ``.venv/bin/python lessons/code/07-wsgi-server/step3_selector.py 8000`` (``THREADS``, default 4; ``KEEP_ALIVE_SECONDS``,
-default 5). Open more idle keep-alive connections than there are threads: a new client is
-still answered at once, because an idle connection is a file descriptor in a selector, not a
-thread. This is gunicorn's gthread worker, and toy-wsgi's ``--worker-class gthread``.
+Run: ``.venv/bin/python lessons/code/07-wsgi-server/step3_selector.py 8000`` (``THREADS``, default
+4; ``KEEP_ALIVE_SECONDS``, default 5). Open more idle keep-alive connections than there are threads:
+a new client is still answered at once, because an idle connection is a file descriptor in a
+selector, not a thread. This is gunicorn's gthread worker, and toy-wsgi's
+``--worker-class gthread``.
 
 The main thread waits in ``selector.select()`` on the listening socket, every idle
 connection, and a socket pair the pool threads use to wake it. A readable connection (a

@@ -1,7 +1,7 @@
 """Lesson 7, step 5: a WSGI app under an ASGI server, through a thread pool and a queue.
 
-Run: ``.venv/bin/python lessons/code/07-wsgi-server/step5_wsgi_under_asgi.py 8000``: Flask (``apps/flask_user.py``) served by
-uvicorn, through ``WSGIAdapter``. Then
+Run: ``.venv/bin/python lessons/code/07-wsgi-server/step5_wsgi_under_asgi.py 8000``: Flask
+(``apps/flask_user.py``) served by uvicorn, through ``WSGIAdapter``. Then
 ``curl -i -d '{"id": 1, "name": "ada", "email": "ada@example.com"}' http://127.0.0.1:8000/``.
 
 An ASGI server has one event loop; a WSGI app blocks. So the adapter runs each request's app

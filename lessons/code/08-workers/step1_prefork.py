@@ -1,8 +1,8 @@
 """Lesson 8, step 1: a pre-fork server on ``socket`` and ``os.fork()``.
 
-Run: ``.venv/bin/python lessons/code/08-workers/step1_prefork.py 8000``, then ``curl http://127.0.0.1:8000/`` a few times:
-each answer names the pid of the worker that took the connection. ``WORKERS`` (env var,
-default 2) is the number of workers.
+Run: ``.venv/bin/python lessons/code/08-workers/step1_prefork.py 8000``, then
+``curl http://127.0.0.1:8000/`` a few times: each answer names the pid of the worker that took the
+connection. ``WORKERS`` (env var, default 2) is the number of workers.
 
 The master binds and listens, then forks the workers; each inherits the listening socket and
 loops on ``accept()``, and the kernel gives each connection to one of them. The master only

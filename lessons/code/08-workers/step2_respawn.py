@@ -1,7 +1,8 @@
 """Lesson 8, step 2: the master replaces every worker that dies.
 
-Run: ``.venv/bin/python lessons/code/08-workers/step2_respawn.py 8000``; ``curl http://127.0.0.1:8000/`` names a worker's pid;
-``kill -9`` that pid and ``curl`` again: a new pid answers. ``WORKERS`` (env var, default 2).
+Run: ``.venv/bin/python lessons/code/08-workers/step2_respawn.py 8000``;
+``curl http://127.0.0.1:8000/`` names a worker's pid; ``kill -9`` that pid and ``curl`` again: a new
+pid answers. ``WORKERS`` (env var, default 2).
 
 Step 1's worker and ``spawn``, and one change in the master: when ``os.waitpid`` returns a
 dead child, fork a new one in its place. The listening socket belongs to the master, so it

@@ -2,8 +2,8 @@
 
 ``require_token(app, token)`` returns a WSGI app that answers ``401 Unauthorized`` with
 ``WWW-Authenticate: Bearer`` unless the request carries ``Authorization: Bearer <token>``, and
-otherwise calls ``app``. Run it with ``.venv/bin/python lessons/exercises/02-wsgi/solution.py 8000`` and try
-``curl -i http://127.0.0.1:8000/`` then
+otherwise calls ``app``. Run it with ``.venv/bin/python lessons/exercises/02-wsgi/solution.py 8000``
+and try ``curl -i http://127.0.0.1:8000/`` then
 ``curl -i -H 'Authorization: Bearer secret-token' http://127.0.0.1:8000/``.
 
 Spec: PEP 3333 (environ: the ``Authorization`` header arrives as ``HTTP_AUTHORIZATION``);

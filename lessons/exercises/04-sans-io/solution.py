@@ -1,10 +1,11 @@
 """Exercise 4, solution: a sans-IO server as a pure function, bytes in, bytes out.
 
-``answer(data)`` is everything a server does on one connection, without the connection: it
-feeds ``data`` (what a client sent, possibly several pipelined requests cut anywhere) to an
-``h11.Connection`` and returns the bytes the server would write back. Because no socket is
-involved, a test can check any conversation with one call. Run ``.venv/bin/python lessons/exercises/04-sans-io/solution.py`` to see
-it answer two pipelined requests.
+``answer(data)`` is everything a server does on one connection, without the connection: it feeds
+``data`` (what a client sent, possibly several pipelined requests cut anywhere) to an
+``h11.Connection`` and returns the bytes the server would write back. Because no socket is involved,
+a test can check any conversation with one call. Run
+``.venv/bin/python lessons/exercises/04-sans-io/solution.py`` to see it answer two pipelined
+requests.
 
 Spec: RFC 9112 §6 (body length), §9.3 (persistence; §9.3.2 pipelining: responses in request
 order), §9.6 (tear-down); h11's documentation ("Getting started", "The state machine").

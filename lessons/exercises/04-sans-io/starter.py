@@ -6,8 +6,9 @@ feeds ``data`` (what a client sent, possibly several pipelined requests cut anyw
 involved, a test can check any conversation with one call.
 
 YOUR TASK: write the body of ``answer`` below (look for "EXERCISE"). Check your work with
-``make exercise N=4``; the failures tell you what is still wrong. Run ``.venv/bin/python lessons/exercises/04-sans-io/starter.py`` to
-see it answer two pipelined requests.
+``make exercise N=4``; the failures tell you what is still wrong. Run
+``.venv/bin/python lessons/exercises/04-sans-io/starter.py`` to see it answer two pipelined
+requests.
 
 Spec: RFC 9112 §6 (body length), §9.3 (persistence; §9.3.2 pipelining: responses in request
 order), §9.6 (tear-down); h11's documentation ("Getting started", "The state machine").

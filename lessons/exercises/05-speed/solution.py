@@ -1,10 +1,10 @@
 """Exercise 5, solution: the httptools callbacks that turn bytes into whole requests.
 
-``Collector`` is the object an ``httptools.HttpRequestParser`` calls back as llhttp walks the
-bytes. ``feed(data)`` hands it one chunk, as ``data_received`` would, and returns the requests
-that chunk completed. What the callbacks must cope with is what a socket does: a URL or a body
-cut anywhere, several requests in one chunk. Run ``.venv/bin/python lessons/exercises/05-speed/solution.py`` to see two pipelined
-requests collected from pieces.
+``Collector`` is the object an ``httptools.HttpRequestParser`` calls back as llhttp walks the bytes.
+``feed(data)`` hands it one chunk, as ``data_received`` would, and returns the requests that chunk
+completed. What the callbacks must cope with is what a socket does: a URL or a body cut anywhere,
+several requests in one chunk. Run ``.venv/bin/python lessons/exercises/05-speed/solution.py`` to
+see two pipelined requests collected from pieces.
 
 Spec: RFC 9112 §3 (request line), §5 (fields), §6 (message body), §9.3 (persistence);
 httptools' README (the callback protocol); ASGI HTTP scope (lower-case header names,

@@ -6,8 +6,9 @@ that chunk completed. What the callbacks must cope with is what a socket does: a
 cut anywhere, several requests in one chunk.
 
 YOUR TASK: write the callback methods below (look for "EXERCISE"). Check your work with
-``make exercise N=5``; the failures tell you what is still wrong. Run ``.venv/bin/python lessons/exercises/05-speed/starter.py`` to
-see two pipelined requests collected from pieces.
+``make exercise N=5``; the failures tell you what is still wrong. Run
+``.venv/bin/python lessons/exercises/05-speed/starter.py`` to see two pipelined requests collected
+from pieces.
 
 Spec: RFC 9112 §3 (request line), §5 (fields), §6 (message body), §9.3 (persistence);
 httptools' README (the callback protocol); ASGI HTTP scope (lower-case header names,

@@ -13,8 +13,9 @@ each row in order, what the table shows beside the RPS:
 - ``us_added``: this row's µs per request minus its below's;
 - ``pct_of_below``: this row's RPS as a percentage of its below's (the published "decay").
 
-A value that cannot be computed (no RPS, no below, a below without RPS) is None. Run it on a
-results file: ``.venv/bin/python lessons/exercises/06-layers/solution.py lessons/results/layers/results.json``.
+A value that cannot be computed (no RPS, no below, a below without RPS) is None. Run it on a results
+file:
+``.venv/bin/python lessons/exercises/06-layers/solution.py lessons/results/layers/results.json``.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ each row in order, what the table shows beside the RPS:
 A value that cannot be computed (no RPS, no below, a below without RPS) is None.
 
 YOUR TASK: write the body of ``derive`` below (look for "EXERCISE"). Check your work with
-``make exercise N=6``; the failures tell you what is still wrong. Then run it on a results
-file: ``.venv/bin/python lessons/exercises/06-layers/starter.py lessons/results/layers/results.json``.
+``make exercise N=6``; the failures tell you what is still wrong. Then run it on a results file:
+``.venv/bin/python lessons/exercises/06-layers/starter.py lessons/results/layers/results.json``.
 """
 
 from __future__ import annotations

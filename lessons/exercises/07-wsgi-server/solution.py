@@ -1,12 +1,12 @@
 """Exercise 7, solution: step 1's server with PEP 3333's error rules: a 500, and close().
 
-``run_app(app, environ, sock)`` calls the WSGI app and sends its response on ``sock``, and
-keeps working when the app fails: an exception before any byte of the head was sent becomes a
-``500 Internal Server Error``; one after it ends the response where it is (the server then
-closes the connection, which the client sees as a cut response); and ``close()`` is called on
-the app's result whenever there is one, however the request ended. Run it with
-``.venv/bin/python lessons/exercises/07-wsgi-server/solution.py 8000`` and try ``curl -i http://127.0.0.1:8000/`` and
-``curl -i http://127.0.0.1:8000/boom``.
+``run_app(app, environ, sock)`` calls the WSGI app and sends its response on ``sock``, and keeps
+working when the app fails: an exception before any byte of the head was sent becomes a
+``500 Internal Server Error``; one after it ends the response where it is (the server then closes
+the connection, which the client sees as a cut response); and ``close()`` is called on the app's
+result whenever there is one, however the request ended. Run it with
+``.venv/bin/python lessons/exercises/07-wsgi-server/solution.py 8000`` and try
+``curl -i http://127.0.0.1:8000/`` and ``curl -i http://127.0.0.1:8000/boom``.
 
 Spec: PEP 3333, "Specification Details" (close() "whether the request was completed normally,
 or terminated early due to an application error during iteration"), "Error Handling" (the

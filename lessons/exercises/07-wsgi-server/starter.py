@@ -8,8 +8,8 @@ the app's result whenever there is one, however the request ended.
 
 YOUR TASK: write the body of ``run_app`` below (look for "EXERCISE"). Check your work with
 ``make exercise N=7``; the failures tell you what is still wrong. Run it with
-``.venv/bin/python lessons/exercises/07-wsgi-server/starter.py 8000`` and try ``curl -i http://127.0.0.1:8000/`` and
-``curl -i http://127.0.0.1:8000/boom``.
+``.venv/bin/python lessons/exercises/07-wsgi-server/starter.py 8000`` and try
+``curl -i http://127.0.0.1:8000/`` and ``curl -i http://127.0.0.1:8000/boom``.
 
 Spec: PEP 3333, "Specification Details" (close() "whether the request was completed normally,
 or terminated early due to an application error during iteration"), "Error Handling" (the
