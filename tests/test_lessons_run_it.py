@@ -251,27 +251,6 @@ def test_the_largest_steps_in_us_added_are_what_lesson_6_says() -> None:
     assert added[("asgi", "bare")] < starlette  # the first interface, cheap in µs
 
 
-# --- every page: bench commands name options that exist ----------------------------------------
-
-
-def test_every_bench_command_on_pages_1_to_8_parses() -> None:
-    from typer.testing import CliRunner
-
-    from bench.cli import app
-
-    commands = []
-    for page in sorted(LESSONS.glob("0[1-8]-*.md")):
-        for block in blocks(page.read_text(), "sh"):
-            joined = block.replace("\\\n", " ")
-            commands += [line for line in joined.splitlines() if "bin/bench " in line]
-    assert len(commands) >= 6, commands
-    for command in commands:
-        assert command.startswith(".venv/bin/bench "), command
-        argv = shlex.split(command.split("#")[0])[1:]
-        result = CliRunner().invoke(app, [*argv, "--help"])  # an unknown option exits 2
-        assert result.exit_code == 0, (command, result.output)
-
-
 def test_index_commands() -> None:
     text = section(LESSONS / "index.md", "How to run the code")
     _, _, server_command, curl = blocks(text, "sh")

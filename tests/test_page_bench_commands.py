@@ -1,0 +1,226 @@
+"""Every ``bench`` command on every page runs with the arguments it is printed with, to a report.
+
+The pages print ``bench`` commands in ``sh`` blocks (``.venv/bin/bench layers --compare ...``,
+``make bench ARGS="h2 --duration 5"``) and a few inline (``.venv/bin/bench profile --layer
+starlette --duration 5``). Run as printed they take from half a minute to an hour each (10 s
+runs, 3 per row, a warm-up, up to 45 rows), far past ``make test``'s budget, so each one runs
+here with every argument as printed and the time options it takes repeated after them, where
+the last one wins (click's rule for a single-valued option): ``--duration 1 --runs 1
+--warmup 0``. What is left is the whole experiment at its shortest: every row's server
+started fresh and checked, the load generator run against it, the report printed and its
+files written. A command that names a server the registry lacks, an app that no longer
+imports, a flag that was renamed or an output folder it cannot write fails here.
+
+``.venv/bin/bench`` lines run in an empty folder, so a relative ``--output`` (such as
+``lessons/results/layers``, which holds the committed figures) lands there and not in the
+checkout; ``make bench`` lines run from the repository's root, through make as printed, with
+``--output`` into the test's folder added to ``ARGS``. Commands that differ only in their time
+options and output folder run once (the ``.venv/bin/bench`` one first).
+
+The full-length runs are the committed results the pages include: a printed command with
+``--output lessons/results/...`` must be the very command that folder's ``results.json``
+records, so a page cannot show figures from a command other than the one it prints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.cli import app
+from tests.support.pages import BIN, ROOT, blocks
+
+LESSONS = ROOT / "lessons"
+#: The options every subcommand with a duration takes, at their least: click keeps the last.
+SHORTEST = {"--duration": "1", "--runs": "1", "--warmup": "0"}
+#: What each subcommand takes of :data:`SHORTEST` (concurrency has no duration: it times one
+#: burst of requests; profile has one run and no warm-up; conformance runs the suite).
+TIME_OPTIONS = {
+    "layers": ("--duration", "--runs", "--warmup"),
+    "servers": ("--duration", "--runs", "--warmup"),
+    "load": ("--duration", "--runs", "--warmup"),
+    "workers": ("--duration", "--runs", "--warmup"),
+    "h2": ("--duration", "--runs", "--warmup"),
+    "concurrency": ("--runs", "--warmup"),
+    "profile": ("--duration",),
+    "conformance": (),
+}
+#: The tools a subcommand drives (make test installs them all).
+TOOLS = {"layers": ("wrk",), "servers": ("wrk", "redis-server"), "load": ("wrk",),
+         "workers": ("wrk",), "h2": ("wrk", "h2load"), "concurrency": (), "profile": ("wrk",),
+         "conformance": ()}
+
+
+@dataclass(frozen=True)
+class PageCommand:
+    """One ``bench`` command as a page prints it.
+
+    Attributes:
+        page: the page's file name.
+        text: the command, continuation lines joined, comment cut.
+        via_make: printed as ``make bench ARGS="..."`` rather than ``.venv/bin/bench ...``.
+        args: the arguments after ``bench`` (for make: the words of ``ARGS``).
+    """
+
+    page: str
+    text: str
+    via_make: bool
+    args: tuple[str, ...]
+
+    @property
+    def subcommand(self) -> str:
+        return self.args[0]
+
+    def key(self) -> tuple[str, ...]:
+        """What the shortened run depends on: the arguments without the time options and
+        ``--output`` (and their values)."""
+        dropped = {*TIME_OPTIONS[self.subcommand], "--output"}
+        kept, skip = [], False
+        for word in self.args:
+            if skip:
+                skip = False
+            elif word in dropped:
+                skip = True
+            elif word.split("=", 1)[0] not in dropped:
+                kept.append(word)
+        return tuple(kept)
+
+    def shortened(self) -> list[str]:
+        """The arguments as printed, then the time options at their least."""
+        extra = [w for option in TIME_OPTIONS[self.subcommand]
+                 for w in (option, SHORTEST[option])]
+        return [*self.args, *extra]
+
+
+def parse(page: str, line: str) -> PageCommand | None:
+    """The command on ``line``, or None when the line is no ``bench`` command (or elides its
+    arguments with ``...``, as prose does: ``make bench ARGS="servers ..."``)."""
+    line = line.split(" #", 1)[0].strip()
+    if "..." in line:
+        return None
+    if line.startswith(".venv/bin/bench "):
+        return PageCommand(page, line, False, tuple(shlex.split(line)[1:]))
+    match = re.fullmatch(r'make bench ARGS="([^"]+)"', line)
+    if match:
+        return PageCommand(page, line, True, tuple(shlex.split(match.group(1))))
+    return None
+
+
+def page_commands() -> list[PageCommand]:
+    """Every ``bench`` command on every page, in page order: ``sh`` block lines, then inline
+    code spans that hold a whole command."""
+    found = []
+    for page in sorted(LESSONS.glob("*.md")):
+        text = page.read_text()
+        lines = [line for block in blocks(text, "sh")
+                 for line in block.replace("\\\n", " ").splitlines()]
+        lines += re.findall(r"`((?:\.venv/bin/bench|make bench) [^`]+)`", text)
+        found += [c for c in (parse(page.name, line) for line in lines) if c is not None]
+    return found
+
+
+def distinct() -> list[PageCommand]:
+    """One command per :meth:`PageCommand.key`: the first page that prints it. A ``make
+    bench`` line whose arguments a ``.venv/bin/bench`` line also prints runs once, as the
+    latter (``make bench ARGS="h2 ..."`` keeps the make path checked)."""
+    seen: dict[tuple[str, ...], PageCommand] = {}
+    for command in sorted(page_commands(), key=lambda c: c.via_make):  # stable: page order
+        seen.setdefault(command.key(), command)
+    return sorted(seen.values(), key=page_commands().index)
+
+
+DISTINCT = distinct()
+
+
+def test_the_pages_print_every_experiment() -> None:
+    """The collection is not empty by accident: every subcommand appears on some page."""
+    assert {c.subcommand for c in page_commands()} == set(TIME_OPTIONS)
+    assert len(page_commands()) >= 20
+
+
+@pytest.mark.parametrize("command", page_commands(), ids=lambda c: f"{c.page}:{c.text}")
+def test_every_bench_command_parses_as_printed(command: PageCommand) -> None:
+    """Every printed command, its own durations included, names options that exist with
+    values in range (``--help`` after them: click checks each value before it gets there)."""
+    result = CliRunner().invoke(app, [*command.args, "--help"])
+    assert result.exit_code == 0, (command.text, result.output)
+
+
+COMMITTED = [c for c in page_commands() if "--output" in c.args
+             and c.args[c.args.index("--output") + 1].startswith("lessons/results/")]
+
+
+def test_some_pages_print_the_commands_of_their_committed_results() -> None:
+    assert {c.subcommand for c in COMMITTED} >= {"layers", "profile", "servers", "load",
+                                                 "concurrency", "workers"}
+
+
+@pytest.mark.parametrize("command", COMMITTED, ids=lambda c: f"{c.page}:{c.text}")
+def test_committed_results_were_written_by_the_printed_command(command: PageCommand) -> None:
+    folder = ROOT / command.args[command.args.index("--output") + 1]
+    recorded = json.loads((folder / "results.json").read_text())["command"]
+    assert recorded[0] == "bench" and recorded[1:] == list(command.args), recorded
+
+
+def written(folder: Path) -> dict[str, Any]:
+    """The one ``results.json`` (or conformance's ``matrix*.json``) the run wrote."""
+    found = sorted(folder.rglob("results.json")) or sorted(folder.rglob("matrix*.json"))
+    assert len(found) >= 1, f"no results file under {folder}: {sorted(folder.rglob('*'))}"
+    return dict(json.loads(found[0].read_text()))
+
+
+def check_report(command: PageCommand, data: dict[str, Any]) -> None:
+    """What every report of this subcommand must hold after a run that went well."""
+    if command.subcommand == "profile":
+        assert data["server_exit_status"] is not None
+        return
+    if command.subcommand == "conformance":
+        return
+    rows = data["rows"]
+    assert rows, "no row was measured"
+    # "skipped" is a row the report explains and a student can fix (bjoern not built, gevent
+    # missing: the page says how); "failed" is a server that did not start or answer.
+    failed = [(row.get("server"), row.get("error")) for row in rows
+              if row["status"] != "ok" and not (row["status"] == "skipped" and row["error"])]
+    assert not failed, f"rows that did not run: {failed}"
+    assert any(row["status"] == "ok" for row in rows)
+    args = command.args
+    if "--compare" in args and args[0] == "layers":
+        compared = {name for name in args[args.index("--compare") + 1].split(",") if name}
+        assert compared <= {row["server"] for row in rows}
+
+
+@pytest.mark.slow
+@pytest.mark.wrk
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("command", DISTINCT, ids=lambda c: f"{c.page}:"
+                         f"{'make ' if c.via_make else ''}{shlex.join(c.key())}")
+def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Path) -> None:
+    missing = [tool for tool in TOOLS[command.subcommand] if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (make test installs it)")
+    out = tmp_path / "out"
+    if command.via_make:
+        if BIN != ROOT / ".venv" / "bin":
+            pytest.skip("make bench runs the checkout's .venv, and this is another interpreter")
+        args = shlex.join([*command.shortened(), "--output", str(out)])
+        argv = ["make", "--no-print-directory", "bench", f"ARGS={args}"]
+        cwd = ROOT
+    else:
+        out.mkdir()
+        argv = [str(BIN / "bench"), *command.shortened()]
+        cwd = out
+    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, (shlex.join(argv), result.stdout[-3000:],
+                                    result.stderr[-3000:])
+    assert "wrote " in result.stdout, result.stdout[-3000:]
+    check_report(command, written(out))
