@@ -36,6 +36,10 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
     ("02-wsgi.md", "Run it"): [f"{RUN_IT}::test_lesson2_run_it"],
     ("03-asgi.md", "Run it"): [f"{RUN_IT}::test_lesson3_run_it"],
     ("03-asgi.md", "Exercises"): [f"{RUN_IT}::test_lesson3_exercise_demo_commands"],
+    ("03b-event-loop.md", "Step 1: a selector"):
+        ["test_lessons_event_loop.py::test_step_commands_run_as_printed"],
+    ("03b-event-loop.md", "Step 2: a loop that runs callbacks"):
+        ["test_lessons_event_loop.py::test_step_commands_run_as_printed"],
     ("03b-event-loop.md", "Run it"):
         ["test_lessons_event_loop.py::test_run_it_commands_run_as_printed"],
     ("03b-event-loop.md", "Exercises"):

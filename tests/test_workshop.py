@@ -58,8 +58,11 @@ def test_timetable_adds_up_and_uses_each_pages_exercise_time() -> None:
     lessons = ROOT / "lessons"
     on_pages = {}
     for page in [*lessons.glob("0*.md"), *lessons.glob("1*.md")]:
-        for number, minutes in re.findall(r"\*\*Exercise (\w+): [^*]+\*\* \((\d+) minutes\)",
-                                          page.read_text()):
+        timed = re.findall(r"\*\*Exercise (\w+): [^*]+\*\* \((\d+) minutes\)",
+                           page.read_text())
+        if re.search(r"^## Exercises?$", page.read_text(), re.MULTILINE):
+            assert timed, f"{page.name}: its exercise gives no '**Exercise N: ...** (M minutes)'"
+        for number, minutes in timed:
             on_pages[number] = int(minutes)
     assert {"1", "3b", "6", "10", "12"} <= set(on_pages), on_pages
     guide = (lessons / "workshop.md").read_text()

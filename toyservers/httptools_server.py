@@ -62,7 +62,8 @@ class _StopParsing(Exception):
 class HttpToolsProtocol(HTTPProtocol):
     """One connection: llhttp callbacks in, RequestResponseCycles answered in order out."""
 
-    # CPython 3.11 keeps its fast attribute paths only up to 30 attributes: slots keep them.
+    # CPython 3.11 reads instance attributes at a fixed index only while the instance dict
+    # shares its keys (30 at most); past that, a cached dict index. Slots: a fixed offset.
     __slots__ = (
         "parser", "access_log", "max_headers", "max_header_size", "max_body", "pipeline",
         "running", "driving", "reading_stopped", "queued_error", "error_status", "phase",

@@ -1,6 +1,7 @@
 """Lesson 3b, step 1: many connections in one thread, with a selector and no framework.
 
-Run: ``python step1_selectors.py 8000``, then ``curl http://127.0.0.1:8000/hello``.
+Run: ``.venv/bin/python lessons/code/03b-event-loop/step1_selectors.py 8000``, then
+``curl http://127.0.0.1:8000/hello``.
 
 Every socket is non-blocking: ``recv`` and ``send`` return at once, with what the kernel had
 or could take, or raise ``BlockingIOError``. The one call that waits is ``select()``: it

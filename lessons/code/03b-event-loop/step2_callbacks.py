@@ -1,7 +1,8 @@
 """Lesson 3b, step 2: a tiny event loop with callbacks, and an HTTP server written on it.
 
-Run: ``python step2_callbacks.py 8000``, then ``curl http://127.0.0.1:8000/slow`` and, while it
-waits, ``curl http://127.0.0.1:8000/fast``: the fast one answers at once, in the same thread.
+Run: ``.venv/bin/python lessons/code/03b-event-loop/step2_callbacks.py 8000``, then
+``curl http://127.0.0.1:8000/slow`` and, while it waits, ``curl http://127.0.0.1:8000/fast``:
+the fast one answers at once, in the same thread.
 
 Step 1 mixed two jobs in one ``while`` loop: waiting for sockets, and knowing what each one
 was for. Here they come apart. ``Loop`` only waits and dispatches: "when this socket is

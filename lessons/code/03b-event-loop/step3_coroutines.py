@@ -1,7 +1,7 @@
 """Lesson 3b, step 3: coroutines on top of the callback loop; the server reads straight down.
 
-Run: ``python step3_coroutines.py 8000``, then ``curl http://127.0.0.1:8000/slow`` and, while it
-waits, ``curl http://127.0.0.1:8000/fast``.
+Run: ``.venv/bin/python lessons/code/03b-event-loop/step3_coroutines.py 8000``, then
+``curl http://127.0.0.1:8000/slow`` and, while it waits, ``curl http://127.0.0.1:8000/fast``.
 
 Step 2's HTTP code was cut into callbacks at every place it would have waited. Here it is one
 ``async def`` again, as in lesson 1, and still nothing blocks. The trick is what ``await``

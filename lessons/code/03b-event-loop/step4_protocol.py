@@ -1,6 +1,6 @@
 """Lesson 3b, step 4: asyncio's Protocol and Transport, and backpressure on the way out.
 
-Run: ``python step4_protocol.py 8000``, then
+Run: ``.venv/bin/python lessons/code/03b-event-loop/step4_protocol.py 8000``, then
 ``curl -s --limit-rate 2M -o /dev/null 'http://127.0.0.1:8000/big?mib=4'`` and read the log:
 writing paused and resumed many times, and the server never held more than about two chunks.
 Start it with ``NO_DRAIN=1`` and the same curl: the server buffers the body in memory instead.
