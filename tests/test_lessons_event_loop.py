@@ -20,7 +20,15 @@ from types import ModuleType
 import httpx
 import pytest
 
-from tests.support.pages import blocks, run_tab, same_output, section, started, tabs
+from tests.support.pages import (
+    blocks,
+    check_server_section,
+    run_tab,
+    same_output,
+    section,
+    started,
+    tabs,
+)
 from tests.test_lessons import (
     TIMEOUT,
     exchange,
@@ -103,11 +111,7 @@ def template(shown: str) -> re.Pattern[str]:
 
 @pytest.mark.parametrize("title", ["Step 1: a selector", "Step 2: a loop that runs callbacks"])
 def test_step_commands_run_as_printed(title: str) -> None:
-    text = section(PAGE, title)
-    serve, client = blocks(text, "sh")
-    (shown,) = blocks(text, "text")
-    with started(serve) as server:
-        same_output(shown, run_tab("sh", client, server.port))
+    check_server_section(PAGE, title)
 
 
 # --- "Run it", as printed ---------------------------------------------------------------------

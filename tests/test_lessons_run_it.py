@@ -25,6 +25,7 @@ from tests.support.pages import (
     ROOT,
     blocks,
     changed_lines,
+    check_server_section,
     localize,
     run_tab,
     same_output,
@@ -146,11 +147,7 @@ def test_lesson4_scripts_print_what_the_page_shows(title: str) -> None:
 @pytest.mark.parametrize("title", ["Step 2: h11 on a blocking socket",
                                    "Step 2b: the loop inside out"])
 def test_lesson4_step_servers(title: str) -> None:
-    text = section(PAGE_4, title)
-    server_command, client = blocks(text, "sh")
-    (shown,) = blocks(text, "text")
-    with started(server_command) as server:
-        same_output(shown, run_tab("sh", client, server.port))
+    check_server_section(PAGE_4, title)
 
 
 def test_lesson4_run_it() -> None:

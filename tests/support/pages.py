@@ -11,6 +11,8 @@ becomes the directory of the interpreter running the tests, and ``8000`` a free 
   expected-output block (```` ```text ````) that follows it, if any.
 - ``started``: a page's one-line server command, running on a free port.
 - ``run_tab``: a shell or Python block run to completion; its standard output.
+- ``check_server_section``: a section of one server command, one client block and the output
+  it shows, run and compared.
 - ``changed_lines``: the ``hl_lines`` a page must give a step listing that is an earlier step
   changed, so that the highlighted lines are the ones that differ, however the files change.
 - ``same_output``: a page's expected output against what the command printed, with the
@@ -109,6 +111,16 @@ def run_tab(language: str, code: str, port: int, returncode: int = 0,
                             text=True, timeout=60, env=env)
     assert result.returncode == returncode, result.stdout + result.stderr
     return result.stdout
+
+
+def check_server_section(page: Path, title: str) -> None:
+    """Run the section's server command, then its client block against it, and assert the
+    client prints the ``text`` block the section shows (its only sh and text blocks)."""
+    text = section(page, title)
+    server_command, client = blocks(text, "sh")
+    (shown,) = blocks(text, "text")
+    with started(server_command) as server:
+        same_output(shown, run_tab("sh", client, server.port))
 
 
 _VARYING = [
