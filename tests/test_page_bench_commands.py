@@ -15,7 +15,7 @@ imports, a flag that was renamed or an output folder it cannot write fails here.
 ``lessons/results/layers``, which holds the committed figures) lands there and not in the
 checkout; ``make bench`` lines run from the repository's root, through make as printed, with
 ``--output`` into the test's folder added to ``ARGS``. Commands that differ only in their time
-options and output folder run once (the ``.venv/bin/bench`` one first).
+options and output folder run once (through make where a page prints it so).
 
 The full-length runs are the committed results the pages include: a printed command with
 ``--output lessons/results/...`` must be the very command that folder's ``results.json``
@@ -129,11 +129,11 @@ def page_commands() -> list[PageCommand]:
 
 
 def distinct() -> list[PageCommand]:
-    """One command per :meth:`PageCommand.key`: the first page that prints it. A ``make
-    bench`` line whose arguments a ``.venv/bin/bench`` line also prints runs once, as the
-    latter (``make bench ARGS="h2 ..."`` keeps the make path checked)."""
+    """One command per :meth:`PageCommand.key`: the first page that prints it. Where a ``make
+    bench`` line and a ``.venv/bin/bench`` line print the same arguments, the make line runs:
+    it runs the same bench after make's own steps, so both paths are checked."""
     seen: dict[tuple[str, ...], PageCommand] = {}
-    for command in sorted(page_commands(), key=lambda c: c.via_make):  # stable: page order
+    for command in sorted(page_commands(), key=lambda c: not c.via_make):  # stable: page order
         seen.setdefault(command.key(), command)
     return sorted(seen.values(), key=page_commands().index)
 

@@ -15,7 +15,7 @@ back. ``send()`` sends no more than the client granted us and waits for its WIND
 
 Attacks, and their bounds: rapid reset (CVE-2023-44487), PING, SETTINGS, PRIORITY and empty
 frame floods (CVE-2019-9512/9513/9515/9518): a ``http2.FloodBudget``; a client reading none
-of our answers (9512/9514/9517): we stop reading while our write buffer is full, a ``send()``
+of our answers (9511/9514/9517): we stop reading while our write buffer is full, a ``send()``
 holds one message; HPACK bombs, CONTINUATION floods: ``max_header_size``; streams at once:
 ``MAX_CONCURRENT_STREAMS``. Past a budget: GOAWAY ENHANCE_YOUR_CALM, then close.
 

@@ -10,8 +10,9 @@ it reads with ``receive()`` when h11 says ``NEED_DATA``, runs the app, sends the
 loops. What step 1 kept in attributes is kept here by where the code is: the request and its
 body are local variables, "the app is running" is the line ``await app(...)``, and "reading is
 paused" is every moment the task is not inside ``receive()``. The idle timer is a cancel
-scope around that one ``receive()``: ``fail_after`` raises ``TimeoutError`` there when the
-deadline passes, and leaving the ``with`` block is what disarms it.
+scope around that one ``receive()``: when the deadline passes, ``fail_after`` cancels it, and
+the ``with`` block turns that into ``TimeoutError`` as it is left; leaving it in time disarms
+it.
 
 Each connection is a task in one task group, so the server holds a task per connection
 where step 1 held a Protocol object (and a Task only while an app ran). The task group is

@@ -7,8 +7,9 @@ time so the frames come in the same order every run:
 
 1. the preface: the magic string and our SETTINGS; wait for the server's SETTINGS and ACK;
 2. ``GET /`` on stream 1, read to its end;
-3. ``POST /echo`` with a 20-byte body on stream 3, read to its end (its header block is
-   smaller than stream 1's: HPACK's dynamic table remembers what stream 1 sent);
+3. ``POST /echo`` with a 20-byte body on stream 3, read to its end (its five fields take
+   13 bytes, one more than stream 1's four: HPACK's dynamic table remembers what stream 1
+   sent);
 4. GOAWAY, and close.
 
 Run: ``python lessons/code/10-http2/frames.py 8000`` against a server on port 8000 (the step 1
