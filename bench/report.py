@@ -93,11 +93,15 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
 def write_markdown(path: Path, title: str, how: Sequence[str], headers: Sequence[str],
                    rows: Sequence[Sequence[str]], notes: Sequence[str] = (),
                    right: Sequence[bool] | None = None) -> None:
-    """A Markdown report: a title, the table, then "How it ran" and notes as bullet lists."""
-    parts = [f"# {title}\n", markdown_table(headers, rows, right), "## How it ran\n"]
+    """A Markdown report: a title, the table, then "How it ran" and notes as bullet lists.
+
+    The title and the parts are bold lines, not headings: the lesson pages include these
+    files inside an admonition, where a heading would enter the page's table of contents
+    (an ``#`` there hid every section after it from the sidebar)."""
+    parts = [f"**{title}**\n", markdown_table(headers, rows, right), "**How it ran**\n"]
     parts.append("".join(f"- {line}\n" for line in how))
     if notes:
-        parts.append("\n## Notes\n\n" + "".join(f"- {note}\n" for note in notes))
+        parts.append("\n**Notes**\n\n" + "".join(f"- {note}\n" for note in notes))
     path.write_text("\n".join(parts), encoding="utf-8")
 
 

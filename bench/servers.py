@@ -411,7 +411,7 @@ def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
     report.write_markdown(md_path, "bench servers: ASGI servers on three endpoints", how,
                           headers(base), table_cells(rows), notes, RIGHT)
     with md_path.open("a", encoding="utf-8") as md:
-        md.write("\n## What each server offers\n\n")
+        md.write("\n**What each server offers**\n\n")
         md.write(report.markdown_table(FEATURE_HEADERS, feature_cells(data["features"])))
         md.write("\nGenerated from the registry (toyservers/registry.py) and each "
                  "distribution's installed metadata.\n")

@@ -176,7 +176,7 @@ def test_bench_h2_smoke(tmp_path: Path) -> None:
         assert key in data, key
     assert data["h2load"]["version"] != "unknown"
     assert data["goals"] == []  # no post rows asked for
-    assert (out / "results.md").read_text().startswith("# bench h2")
+    assert (out / "results.md").read_text().startswith("**bench h2")
     assert (out / "h2.png").stat().st_size > 0
 
 

@@ -265,7 +265,7 @@ def test_bench_servers_smoke(tmp_path: Path) -> None:
     assert data["redis"]["version"] and data["features"][0]["server"] == "uvicorn"
     assert data["published"]["setup"]["load_generator"] == "locust"
     md = (out / "results.md").read_text()
-    assert "| activities | uvicorn |" in md and "## What each server offers" in md
+    assert "| activities | uvicorn |" in md and "**What each server offers**" in md
     for png in ("servers.png", "servers-rss.png"):
         assert (out / png).read_bytes().startswith(b"\x89PNG")
 

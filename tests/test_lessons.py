@@ -528,3 +528,20 @@ def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
     page = (tmp_path / "site" / "01-bytes-on-a-socket" / "index.html").read_text()
     assert "parse_request_line" in page, "the snippet includes did not expand"
     assert "--8&lt;--" not in page and "--8<--" not in page
+
+
+# --- included reports --------------------------------------------------------------------------
+
+
+def test_reports_included_inside_a_block_have_no_headings() -> None:
+    """A bench report a page includes inside an admonition (``!!! abstract``) holds no
+    Markdown heading: one there enters the page's table of contents, and an ``#`` hid every
+    section after it from the sidebar (lessons 6, 11 and 12 lost theirs)."""
+    included = []
+    for page in LESSONS.glob("*.md"):
+        for path in re.findall(r'^ +--8<-- "([^":]+\.md)"$', page.read_text(), re.MULTILINE):
+            included.append(path)
+            headings = re.findall(r"^#+ .*$", (ROOT / path).read_text(), re.MULTILINE)
+            assert not headings, f"{page.name} includes {path}, whose headings {headings} " \
+                                 "would enter the page's table of contents"
+    assert len(included) >= 7, included
