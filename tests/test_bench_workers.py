@@ -23,7 +23,7 @@ import pytest
 from apps import concurrency_app
 from bench import concurrency, upstream, workers
 from bench.process import ServerProcess, free_port
-from tests.support.pages import blocks, run_tab, section, started, tabs
+from tests.support.pages import ROOT, blocks, run_tab, section, started, tabs
 from toyservers.registry import get
 
 needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None,
@@ -215,3 +215,21 @@ def test_run_it_by_hand_commands_run_as_printed() -> None:
     with started(awaiting) as server:
         for tab in run_it.values():
             assert fast_took(run_tab(tab.language, tab.code, server.port)) < 1.0
+
+
+def test_exercise_command_runs_as_printed_with_the_solution() -> None:
+    """Lesson 12's "Exercise" command, with the solution in place of the starter: one line per
+    row and connection count of the committed results, its measurement beside the prediction
+    the results file holds."""
+    page = ROOT / "lessons" / "12-blocking-and-workers.md"
+    (command,) = blocks(section(page, "Exercise"), "sh")
+    out = run_tab("sh", command.replace("starter.py", "solution.py"), port=0)
+    rows = json.loads((ROOT / "lessons" / "results" / "workers" / "results.json")
+                      .read_text())["rows"]
+    lines = out.splitlines()
+    assert len(lines) == len(rows), out
+    for line, row in zip(lines, rows, strict=True):
+        match = re.fullmatch(r"(\S+) +c=(\d+) +measured +([\d.]+) +predicted +([\d.]+)", line)
+        assert match, line
+        assert (match.group(1), int(match.group(2))) == (row["row"], row["connections"]), line
+        assert float(match.group(4)) == pytest.approx(row["predicted_rps"], abs=0.05), line

@@ -327,3 +327,16 @@ def test_lesson3_exercise_demo_commands() -> None:
     assert status == "200"
     match = re.fullmatch(r"server-timing: app;dur=(\d+(\.\d+)?)", timing.strip())
     assert match and float(match.group(1)) >= 100, timing  # about the 120 ms slept
+
+
+def test_lesson6_exercise_command_runs_as_printed_with_the_solution() -> None:
+    """The "Exercises" command, with the solution in place of the starter (which raises until
+    a student fills it in): one line per row of the committed results file."""
+    (command,) = blocks(section(PAGE_6, "Exercises"), "sh")
+    out = run_tab("sh", command.replace("starter.py", "solution.py"), port=0)
+    rows = json.loads((LESSONS / "results" / "layers" / "results.json").read_text())["rows"]
+    lines = out.splitlines()
+    assert len(lines) == len(rows), out
+    for line, row in zip(lines, rows, strict=True):
+        assert line.split()[:2] == [row["layer"], row["server"]], (line, row)
+        assert f"{row['us_per_request']:.1f} µs/req" in line, (line, row)

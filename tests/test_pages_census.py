@@ -62,6 +62,8 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
     ("05-speed.md", "The bare baseline: the price of correctness"):
         [f"{RUN_IT}::test_lesson5_bare_commands"],
     ("06-cost-of-layers.md", "Run it"): [f"{RUN_IT}::test_lesson6_run_it"],
+    ("06-cost-of-layers.md", "Exercises"):
+        [f"{RUN_IT}::test_lesson6_exercise_command_runs_as_printed_with_the_solution"],
     ("07-wsgi-server.md", "toy-wsgi: the same design, grown up"):
         ["test_lessons_wsgi_server.py::test_toy_wsgi_commands_run_as_printed"],
     ("07-wsgi-server.md", "Run it"):
@@ -76,6 +78,8 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
     ("10-http2.md", "Run it"): ["test_lessons_h2.py::test_run_it_commands_run_as_printed"],
     ("11-servers-under-load.md", "Run it"):
         ["test_lessons_servers.py::test_run_it_commands_run_as_printed"],
+    ("12-blocking-and-workers.md", "Exercise"):
+        ["test_bench_workers.py::test_exercise_command_runs_as_printed_with_the_solution"],
     ("12-blocking-and-workers.md", "Run it"):
         ["test_bench_workers.py::test_run_it_by_hand_commands_run_as_printed"],
     ("index.md", "How to run the code"):
