@@ -34,7 +34,8 @@ def connect(fake_loop: FakeClockLoop, toy_server: str) -> Callable[..., Harness]
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the ``slow`` tests (whole bench experiments, 10-80 s each) first, the rest in their
-    order. ``make test`` splits the suite over two pytest-xdist workers, which take tests in
-    this order, and long ones last would leave one worker running them alone at the end
-    (the whole suite took 9 min 15 s on two workers with them first)."""
+    order. ``make test`` splits the suite over two pytest-xdist workers: the first takes the
+    slow tests in its first batch, and the rest are handed to whichever worker runs low, so
+    both finish together; long ones last would leave one worker running them alone at the
+    end (the whole suite took 9 min 15 s on two workers with them first)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

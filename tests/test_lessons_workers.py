@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -135,8 +136,9 @@ def test_run_it_signal_commands_run_as_printed_one_line_at_a_time(tmp_path: Path
         until(lambda: len(workers(pool)) == 2 and "Listening at" in terminal(), TIMEOUT)
         first = workers(pool)
         type_line(1)
-        type_line(2)  # ps --ppid $MASTER
-        until(lambda: all(str(pid) in terminal() for pid in first), TIMEOUT)
+        type_line(2)  # ps --ppid $MASTER: a header, then one line per worker, its pid first
+        until(lambda: "PID" in terminal() and all(
+            re.search(rf"^ *{pid} ", terminal(), re.MULTILINE) for pid in first), TIMEOUT)
         type_line(3)  # TTIN
         until(lambda: len(workers(pool)) == 3, TIMEOUT)
         (third,) = workers(pool) - first
@@ -146,6 +148,9 @@ def test_run_it_signal_commands_run_as_printed_one_line_at_a_time(tmp_path: Path
         type_line(5)  # HUP: two new, the old gone
         until(lambda: len(workers(pool)) == 2 and not workers(pool) & before, TIMEOUT)
         before = workers(pool)
+        # pgrep -o also sees a worker that has exited but is not reaped yet: wait for the
+        # master to reap the two the HUP retired, so the oldest child is a live one
+        until(lambda: {c.pid for c in psutil.Process(pool).children()} == before, TIMEOUT)
         type_line(6)  # kill -9 the oldest worker: a replacement
         until(lambda: len(workers(pool)) == 2 and len(workers(pool) & before) == 1, TIMEOUT)
         type_line(7)  # TERM and wait
