@@ -15,6 +15,7 @@ import json
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 
 import httpx
@@ -295,11 +296,17 @@ def test_index_make_commands_run_as_printed() -> None:
     failing = [line for line in checked.stdout.splitlines() if line.startswith("test_")]
     assert checked.returncode != 0 and len(failing) >= 10, checked.stdout + checked.stderr
     assert "Traceback" not in checked.stdout, checked.stdout
+    index = ROOT / "site" / "index.html"
+    index.unlink(missing_ok=True)  # so the check below sees this build's, not an older one
     built = make("docs")
-    assert built.returncode == 0 and (ROOT / "site" / "index.html").exists(), built.stderr
+    assert built.returncode == 0 and index.exists(), built.stderr
+    with socket.socket() as probe:  # the page's fixed port: something else there would answer
+        if probe.connect_ex(("127.0.0.1", 8001)) == 0:
+            pytest.skip("port 8001 is taken (a make serve-docs already running?)")
     with ServerProcess(shlex.split(commands["serve-docs"]), port=8001, cwd=ROOT,
                        startup_timeout=60) as docs:
         assert "toyservers" in httpx.get(f"{docs.url}/", timeout=10).text.lower()
+        assert docs.proc is not None and docs.proc.poll() is None, "mkdocs serve exited"
 
 
 # --- every page: highlighted changes are the changes -------------------------------------------
