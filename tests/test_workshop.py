@@ -154,7 +154,6 @@ def test_root_only_commands_run_as_printed() -> None:
         assert shutil.which(tool), tool
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def venv_is_current() -> bool:
     """The checkout's ``.venv`` was made by make and is newer than what it is made from, so a
     make target run through a link to it installs nothing (and repoints nothing)."""
@@ -163,6 +162,7 @@ def venv_is_current() -> bool:
                                   for name in ("pyproject.toml", "constraints.txt"))
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 @pytest.mark.skipif(not venv_is_current(),
                     reason="needs the checkout's .venv made by make and current (make test)")
 @pytest.mark.timeout(820)
