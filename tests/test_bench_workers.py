@@ -23,7 +23,7 @@ import pytest
 from apps import concurrency_app
 from bench import concurrency, upstream, workers
 from bench.process import ServerProcess, free_port
-from tests.support.pages import ROOT, blocks, run_tab, section, started, tabs
+from tests.support.pages import ROOT, blocks, check_tabs, run_tab, section, started, tabs
 from toyservers.registry import get
 
 needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None,
@@ -208,19 +208,16 @@ def fast_took(printed: str) -> float:
 def test_run_it_by_hand_commands_run_as_printed() -> None:
     text = section(LESSON, "Run it").split("To watch the blocking by hand", 1)[1]
     blocking, _, awaiting = blocks(text, "sh")  # the one in between is the curl tab's
-    run_it = tabs(text)
+    assert sorted(tabs(text)) == ["curl", "httpx"]
     # the tabs' 0.2 s head start for /slow, lengthened so that a loaded machine, slow to start
-    # the /slow client, still sends it first (the test_lessons_run_it check_tabs rule)
+    # the /slow client, still sends it first
     slack = {"sleep 0.2;": "sleep 0.6;", "time.sleep(0.2)": "time.sleep(0.6)"}
-    for tab in run_it.values():
-        for old, new in slack.items():
-            tab.code = tab.code.replace(old, new)
     with started(blocking) as server:  # /slow holds the loop for 3 s: /fast waits most of it
-        for tab in run_it.values():
-            assert 1.5 <= fast_took(run_tab(tab.language, tab.code, server.port)) < 5.0
+        for out in check_tabs(text, server.port, slack).values():
+            assert 1.5 <= fast_took(out) < 5.0
     with started(awaiting) as server:
-        for tab in run_it.values():
-            assert fast_took(run_tab(tab.language, tab.code, server.port)) < 1.0
+        for out in check_tabs(text, server.port, slack).values():
+            assert fast_took(out) < 1.0
 
 
 def test_exercise_command_runs_as_printed_with_the_solution() -> None:

@@ -27,6 +27,7 @@ from tests.support.pages import (
     blocks,
     changed_lines,
     check_server_section,
+    check_tabs,
     localize,
     run_tab,
     same_output,
@@ -37,24 +38,6 @@ from tests.support.pages import (
 from tests.test_lessons import LESSONS
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-
-
-def check_tabs(text: str, port: int, slack: dict[str, str] | None = None) -> dict[str, str]:
-    """Run every tab of ``text`` against ``port``; check each against its shown output.
-
-    ``slack`` replaces text in the commands before they run: only a human-scale ``sleep``
-    that lets one background curl connect before the next, lengthened so that a loaded CI
-    machine, slow to start curl, keeps the order the page describes.
-    """
-    printed = {}
-    for tab in tabs(text).values():
-        code = tab.code
-        for old, new in (slack or {}).items():
-            code = code.replace(old, new)
-        printed[tab.name] = out = run_tab(tab.language, code, port)
-        if tab.expected is not None:
-            same_output(tab.expected, out)
-    return printed
 
 
 # --- lesson 1 ----------------------------------------------------------------------------------

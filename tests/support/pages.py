@@ -11,6 +11,8 @@ becomes the directory of the interpreter running the tests, and ``8000`` a free 
   expected-output block (```` ```text ````) that follows it, if any.
 - ``started``: a page's one-line server command, running on a free port.
 - ``run_tab``: a shell or Python block run to completion; its standard output.
+- ``check_tabs``: every tab of a section run against a server, each checked against the
+  output the page shows.
 - ``check_server_section``: a section of one server command, one client block and the output
   it shows, run and compared.
 - ``changed_lines``: the ``hl_lines`` a page must give a step listing that is an earlier step
@@ -111,6 +113,24 @@ def run_tab(language: str, code: str, port: int, returncode: int = 0,
                             text=True, timeout=60, env=env)
     assert result.returncode == returncode, result.stdout + result.stderr
     return result.stdout
+
+
+def check_tabs(text: str, port: int, slack: dict[str, str] | None = None) -> dict[str, str]:
+    """Run every tab of ``text`` against ``port``; check each against its shown output.
+
+    ``slack`` replaces text in the commands before they run: only a human-scale ``sleep``
+    that lets one background curl connect before the next, lengthened so that a loaded CI
+    machine, slow to start curl, keeps the order the page describes.
+    """
+    printed = {}
+    for tab in tabs(text).values():
+        code = tab.code
+        for old, new in (slack or {}).items():
+            code = code.replace(old, new)
+        printed[tab.name] = out = run_tab(tab.language, code, port)
+        if tab.expected is not None:
+            same_output(tab.expected, out)
+    return printed
 
 
 def check_server_section(page: Path, title: str) -> None:
