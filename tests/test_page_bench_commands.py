@@ -135,34 +135,37 @@ def page_commands(prose: bool = False) -> list[PageCommand]:
     return found
 
 
-def distinct() -> list[PageCommand]:
+def distinct(commands: list[PageCommand]) -> list[PageCommand]:
     """One command per :meth:`PageCommand.key`: the first page that prints it. Where a ``make
     bench`` line and a ``.venv/bin/bench`` line print the same arguments, the make line runs:
     it runs the same bench after make's own steps, so both paths are checked."""
     seen: dict[tuple[str, ...], PageCommand] = {}
-    for command in sorted(page_commands(), key=lambda c: not c.via_make):  # stable: page order
+    for command in sorted(commands, key=lambda c: not c.via_make):  # stable: page order
         seen.setdefault(command.key(), command)
-    return sorted(seen.values(), key=page_commands().index)
+    return sorted(seen.values(), key=commands.index)
 
 
-DISTINCT = distinct()
+#: The pages' commands, read once: those printed as commands, and with the prose mentions.
+COMMANDS = page_commands()
+MENTIONED = page_commands(prose=True)
+DISTINCT = distinct(COMMANDS)
+#: The CLI as click sees it, with a subcommand per experiment.
+GROUP = typer.main.get_command(app)
 
 
 def test_the_pages_print_every_experiment() -> None:
     """The collection is not empty by accident: every subcommand appears on some page."""
-    assert {c.subcommand for c in page_commands()} == set(TIME_OPTIONS)
-    assert len(page_commands()) >= 20
+    assert {c.subcommand for c in COMMANDS} == set(TIME_OPTIONS)
+    assert len(COMMANDS) >= 20
 
 
-@pytest.mark.parametrize("command", page_commands(prose=True),
-                         ids=lambda c: f"{c.page}:{c.text}")
+@pytest.mark.parametrize("command", MENTIONED, ids=lambda c: f"{c.page}:{c.text}")
 def test_every_bench_command_parses_as_printed(command: PageCommand) -> None:
     """Every printed command, prose mentions and its own durations included, names a
     subcommand and options that exist, with values of the right type and in range: click
     parses and converts the arguments as ``bench`` would, without running the experiment."""
-    group = typer.main.get_command(app)
-    assert isinstance(group, typer.core.TyperGroup)
-    subcommand = group.commands.get(command.subcommand)
+    assert isinstance(GROUP, typer.core.TyperGroup)
+    subcommand = GROUP.commands.get(command.subcommand)
     assert subcommand is not None, f"{command.text}: no subcommand {command.subcommand!r}"
     try:
         subcommand.make_context(command.subcommand, list(command.args[1:]))
@@ -172,7 +175,7 @@ def test_every_bench_command_parses_as_printed(command: PageCommand) -> None:
         assert exc.exit_code == 0 and "--help" in command.args, command.text
 
 
-COMMITTED = [c for c in page_commands() if "--output" in c.args
+COMMITTED = [c for c in COMMANDS if "--output" in c.args
              and c.args[c.args.index("--output") + 1].startswith("lessons/results/")]
 
 
@@ -229,7 +232,8 @@ def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Pat
     if command.subcommand == "layers" and "--no-axum" not in command.args and find_cargo():
         # the axum row builds its binary with cargo on first use (minutes on a new machine):
         # build it here, under this test's own timeout, not under the run's below
-        assert ensure_axum().binary is not None, ensure_axum().note
+        build = ensure_axum()
+        assert build.binary is not None, build.note
     out = tmp_path / "out"
     if command.via_make:
         if BIN != ROOT / ".venv" / "bin":
