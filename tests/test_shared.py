@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.mock import FakeClockLoop
-from toyservers._server import Deadline, ServerState
+from toyservers._server import Deadline
 from toyservers.asgi import ClientDisconnected, RequestResponseCycle, http_scope, log_access
 from toyservers.config import Config
 from toyservers.http1 import (
@@ -31,6 +31,7 @@ from toyservers.http1 import (
     split_target,
     transfer_coding_status,
 )
+from toyservers.state import ServerState
 
 DEFAULTS = [(b"date", b"Mon, 23 Nov 2026 10:00:00 GMT"), (b"server", b"toyservers")]
 

@@ -39,7 +39,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from email.utils import formatdate
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,14 +46,13 @@ import anyio
 import anyio.abc
 from anyio.streams.tls import TLSListener
 
-from toyservers._types import ASGIApp, Headers
+from toyservers._types import ASGIApp
 from toyservers.config import Config
 from toyservers.flow_control import FlowControl
 from toyservers.lifespan import Lifespan, LifespanFailure
+from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
-
-SERVER_NAME = b"toyservers"
 
 
 class Connection(Protocol):
@@ -62,45 +60,6 @@ class Connection(Protocol):
 
     def shutdown(self) -> None:
         """Close now if idle; otherwise finish the request in flight and then close."""
-
-
-class ServerState:
-    """Shared by every connection of one server.
-
-    Attributes:
-        app: the ASGI application.
-        config: the settings.
-        lifespan_state: the lifespan ``state`` dict; copy it into each request scope.
-        connections: live connections (protocol objects add and remove themselves).
-        tasks: the running apps (add, and discard when done): ``run_asgi`` Tasks (toy-anyio,
-            whose tasks belong to anyio task groups: its request cycles).
-        default_headers: ``[(b"date", ...), (b"server", b"toyservers")]`` as ASGI headers.
-        default_headers_bytes: the same, already framed as ``name: value\\r\\n`` lines.
-        server_cert: the PEM certificate the server presents, when it serves TLS.
-        cipher_ids: IANA number of each cipher suite by its OpenSSL name, when it serves TLS.
-    """
-
-    def __init__(self, app: ASGIApp, config: Config, lifespan_state: dict[str, Any]) -> None:
-        self.app = app
-        self.config = config
-        self.lifespan_state = lifespan_state
-        self.connections: set[Connection] = set()
-        self.tasks: set[Any] = set()
-        self.default_headers: Headers = []
-        self.default_headers_bytes = b""
-        self.refresh_default_headers()
-        self.server_cert: str | None = None
-        self.cipher_ids: dict[str, int] = {}
-
-    def refresh_default_headers(self) -> None:
-        """Recompute the ``Date`` header (RFC 9110 §6.6.1: IMF-fixdate), at most once a second."""
-        headers: Headers = []
-        if self.config.date_header:
-            headers.append((b"date", formatdate(time.time(), usegmt=True).encode("latin-1")))
-        if self.config.server_header:
-            headers.append((b"server", SERVER_NAME))
-        self.default_headers = headers
-        self.default_headers_bytes = b"".join(b"%s: %s\r\n" % pair for pair in headers)
 
 
 def _first_certificate(pem: str) -> str | None:

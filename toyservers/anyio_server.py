@@ -43,13 +43,13 @@ import sniffio
 from anyio.abc import ByteStream, SocketAttribute, TaskGroup
 from anyio.streams.tls import TLSAttribute
 
-from toyservers import _server, asgi, h11_checks, http1
-from toyservers._server import ServerState
+from toyservers import _server, access_log, h11_checks, http1
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
 from toyservers.h11_checks import H11Cycle
 from toyservers.lifespan import Lifespan, LifespanFailure
+from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
@@ -108,7 +108,7 @@ class Connection:
                                    + config.max_header_size)
         self.cycle: RequestResponseCycle | None = None
         self.body_size = 0  # request body bytes received, for max_body_size
-        self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
+        self.access_log = access_log.enabled(config)
         self.client = _server._address(stream.extra(SocketAttribute.remote_address, None))
         self.server = _server._address(stream.extra(SocketAttribute.local_address, None))
         ssl_object = stream.extra(TLSAttribute.ssl_object, None)

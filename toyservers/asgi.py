@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
 from toyservers._types import ASGIApp, Headers, Message, Scope
+from toyservers.access_log import log_request
 
 if TYPE_CHECKING:
-    from toyservers._server import ServerState
+    from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
-access_logger = logging.getLogger("toyservers.access")
 
 ASGI_VERSION = {"version": "3.0", "spec_version": "2.4"}
 
@@ -109,17 +109,9 @@ def at_concurrency_limit(state: ServerState) -> bool:
 
 
 def log_access(client: tuple[str, int] | None, scope: Scope, status: int) -> None:
-    """uvicorn's access line: ``127.0.0.1:50000 - "GET /p?q HTTP/1.1" 200``.
-
-    The target is ``raw_path`` as received (visible ASCII: every parser here refuses other
-    bytes in a target), never the decoded ``path``, in which ``%0d%0a`` would end the line.
-    """
-    query = scope["query_string"]
-    target = scope["raw_path"].decode("ascii", "backslashreplace")
-    if query:
-        target += "?" + query.decode("ascii", "backslashreplace")
-    access_logger.info('%s:%d - "%s %s HTTP/%s" %d', *(client or ("-", 0)), scope["method"],
-                       target, scope["http_version"], status)
+    """uvicorn's access line for the request of ``scope``: ``access_log.log_request``."""
+    log_request(client, scope["method"], scope["raw_path"], scope["query_string"],
+                scope["http_version"], status)
 
 
 class RequestResponseCycle:

@@ -30,14 +30,13 @@ Compare with: uvicorn/protocols/http/h11_impl.py (and h11's examples/trio-server
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 from typing import Any
 
 import h11
 
-from toyservers import asgi, http1
-from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
+from toyservers import access_log, http1
+from toyservers._server import HTTPProtocol, run_server, serve_protocol
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
@@ -48,6 +47,7 @@ from toyservers.h11_checks import (
     request_scope,
     take_body,
 )
+from toyservers.state import ServerState
 
 # --- constants -------------------------------------------------------------------------------
 
@@ -72,7 +72,7 @@ class H11Protocol(HTTPProtocol):
         self.cycle: RequestResponseCycle | None = None
         self.pipelined = False  # h11 holds bytes of the next request (it said PAUSED)
         self.body_size = 0  # request body bytes received, for max_body_size
-        self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
+        self.access_log = access_log.enabled(config)
 
     # Protocol interface
 

@@ -44,12 +44,13 @@ import h2.exceptions
 from h2.errors import ErrorCodes
 from h2.settings import SettingCodes, Settings
 
-from toyservers import asgi, http1, http2
-from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
+from toyservers import access_log, asgi, http1, http2
+from toyservers._server import HTTPProtocol, run_server, serve_protocol
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
 from toyservers.httptools_server import IDLE, HttpToolsProtocol
+from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
@@ -70,7 +71,7 @@ class H2Protocol(HTTPProtocol):
             SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: 16384})
         self.conn.decoder.max_header_list_size = limit  # before the client ACKs the SETTINGS
         self.streams: dict[int, RequestResponseCycle] = {}
-        self.access_log = self.config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
+        self.access_log = access_log.enabled(self.config)
         self.closing = False  # GOAWAY sent: streams in flight finish, new ones are refused
         self.budget = http2.FloodBudget(self.loop.time)
 

@@ -27,20 +27,20 @@ Compare with: uvicorn/protocols/http/httptools_impl.py and flow_control.py.
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 from collections import deque
 from collections.abc import Callable
 
 import httptools
 
-from toyservers import asgi, http1
-from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
+from toyservers import access_log, asgi, http1
+from toyservers._server import HTTPProtocol, run_server, serve_protocol
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT
 from toyservers.http1 import MAX_CHUNK_LINE, BadTarget, ResponseFramer, split_target
+from toyservers.state import ServerState
 
 # ---------------------------------------------------------------------------------- constants
 
@@ -77,7 +77,7 @@ class HttpToolsProtocol(HTTPProtocol):
         self.parser = httptools.HttpRequestParser(self)
         # Any DIGIT.DIGIT through: on_headers_complete tells 505 from 400, serves 1.2 as 1.1.
         self.parser.set_dangerous_leniencies(lenient_version=True)
-        self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
+        self.access_log = access_log.enabled(config)
         self.max_headers, self.max_header_size = config.max_headers, config.max_header_size
         self.max_body = config.max_body_size
         self.pipeline: deque[RequestResponseCycle] = deque()  # parsed, waiting their turn

@@ -31,8 +31,8 @@ import logging
 import socket
 from collections.abc import Callable
 
-from toyservers import asgi, http1
-from toyservers._server import HTTPProtocol, ServerState, run_server, serve_protocol
+from toyservers import access_log, asgi, http1
+from toyservers._server import HTTPProtocol, run_server, serve_protocol
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.config import Config
 from toyservers.flow_control import HIGH_WATER_LIMIT
@@ -43,6 +43,7 @@ from toyservers.http1_parser import (
     parse_request_head,
     take_head,
 )
+from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
@@ -71,7 +72,7 @@ class RawHTTPProtocol(HTTPProtocol):
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
-        self.access_log = self.config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
+        self.access_log = access_log.enabled(self.config)
         self.buffer = bytearray()
         self.phase = READ_HEAD
         self.cycle: RequestResponseCycle | None = None

@@ -44,10 +44,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from toyservers import asgi, http1, wsgi
-from toyservers._server import ServerState
+from toyservers import access_log, http1, wsgi
 from toyservers._types import Environ, ExcInfo, WSGIApp
 from toyservers.config import Config
 from toyservers.http1_parser import (
@@ -57,6 +55,7 @@ from toyservers.http1_parser import (
     parse_request_head,
     take_head,
 )
+from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
@@ -138,8 +137,7 @@ class Connection:
         cycle = RequestResponseCycle(self, method, version, keep_alive)
         cycle.body = RequestBody(cycle, content_length or 0, decoder, expect_100)
         if self.server.access_log:
-            cycle.log_line = {"method": method, "raw_path": raw_path, "query_string": query,
-                              "http_version": version}
+            cycle.log_line = (method, raw_path, query, version)
         return cycle.run_wsgi(wsgi.build_environ(
             method, version, target, raw_path, query, headers, root_path=config.root_path,
             server=self.server.address, client=self.client,
@@ -228,7 +226,7 @@ class RequestResponseCycle:
         self.framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
         self.body: RequestBody = None  # type: ignore[assignment]  # set by Connection.handle
         self.error: wsgi.ClientError | None = None  # the body failed, or the client left
-        self.log_line: dict[str, Any] = {}
+        self.log_line: tuple[str, bytes, bytes, str] | None = None  # method, target, version
 
     def start_response(self, status: str, headers: list[tuple[str, str]],
                        exc_info: ExcInfo | None = None) -> Callable[[bytes], None]:
@@ -252,7 +250,7 @@ class RequestResponseCycle:
             if (self.body.expect_100 and not self.body.done) or conn.server.stopping.is_set():
                 framer.keep_alive = False  # a body that may never come; or shutting down
             if self.log_line:
-                asgi.log_access(conn.client, self.log_line, framer.status)
+                access_log.log_request(conn.client, *self.log_line, framer.status)
         out = framer.body(data, more_body)
         try:
             if out:
@@ -341,11 +339,10 @@ class WSGIServer:
     def __init__(self, app: WSGIApp, config: Config, listener: socket.socket,
                  shutdown: threading.Event) -> None:
         self.app, self.config, self.listener, self.stopping = app, config, listener, shutdown
-        # ServerState is typed for ASGI apps; here it keeps the Date and Server headers.
-        self.state = ServerState(app, config, {})  # type: ignore[arg-type]
+        self.state = ServerState(app, config, {})  # here it keeps the Date and Server headers
         self.address: tuple[str, int] = listener.getsockname()[:2]
         self.threaded = config.worker_class == "gthread"
-        self.access_log = config.access_log and asgi.access_logger.isEnabledFor(logging.INFO)
+        self.access_log = access_log.enabled(config)
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = socket.socketpair()  # a pool thread wakes the main thread
         self.returned: queue.SimpleQueue[Connection] = queue.SimpleQueue()  # back from the pool

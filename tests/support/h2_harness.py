@@ -21,9 +21,9 @@ import h2.events
 from hyperframe.frame import Frame
 
 from tests.support.mock import FakeClockLoop, MockTransport
-from toyservers._server import ServerState
 from toyservers.config import Config
 from toyservers.h2_server import H2Protocol, HTTP1Protocol
+from toyservers.state import ServerState
 
 T = TypeVar("T")
 AUTHORITY = b"example.com"
