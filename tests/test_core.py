@@ -225,7 +225,7 @@ def test_tls_extension_names_the_servers_own_certificate() -> None:
     """The ``server_cert`` of the ASGI tls extension is the first certificate of the chain."""
     import trustme
 
-    from toyservers._server import _first_certificate
+    from toyservers.tls import _first_certificate
 
     ca = trustme.CA()
     issued = ca.create_child_ca().issue_cert("localhost")

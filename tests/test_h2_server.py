@@ -31,7 +31,7 @@ from tests.support.h2_harness import AUTHORITY, H2Harness, SwitchingTransport, s
 from tests.support.mock import FakeClockLoop
 from tests.support.protocol_harness import fake_loop_fixture
 from tests.support.running import serving
-from toyservers import _server, http2
+from toyservers import http2, protocol
 
 Scope = dict[str, Any]
 RST_STREAM = 0x3  # the frame type (RFC 9113 §6.4)
@@ -507,7 +507,7 @@ def test_a_connection_error_closes_in_stages(loop: FakeClockLoop) -> None:
     server = h.state.connections.copy().pop()
     transport.get_protocol().data_received(b"more frames")  # dropped by the lingering protocol
     assert transport.take() == b""
-    h.advance(_server.LINGER)
+    h.advance(protocol.LINGER)
     assert transport.closed
     transport.get_protocol().connection_lost(None)
     assert server not in h.state.connections

@@ -1,7 +1,7 @@
 """The pieces every toy server shares, tested without sockets.
 
 ``toyservers.http1`` (request checks, response checks and framing), ``toyservers.asgi`` (scope,
-the run-the-app policy, the access-log line) and ``toyservers._server.Deadline`` (on a fake
+the run-the-app policy, the access-log line) and ``toyservers.protocol.Deadline`` (on a fake
 clock).
 """
 
@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from tests.support.mock import FakeClockLoop
-from toyservers._server import Deadline
 from toyservers.asgi import ClientDisconnected, RequestResponseCycle, http_scope, log_access
 from toyservers.config import Config
 from toyservers.http1 import (
@@ -31,6 +30,7 @@ from toyservers.http1 import (
     split_target,
     transfer_coding_status,
 )
+from toyservers.protocol import Deadline
 from toyservers.state import ServerState
 
 DEFAULTS = [(b"date", b"Mon, 23 Nov 2026 10:00:00 GMT"), (b"server", b"toyservers")]
@@ -343,13 +343,17 @@ def test_access_log_writes_the_raw_target(caplog: pytest.LogCaptureFixture) -> N
 
 
 class Cycle(RequestResponseCycle):
-    """A cycle whose send only records what the app sent."""
+    """A cycle whose send only records what the app sent; its errors go to the connection."""
 
-    __slots__ = ("sent",)
+    __slots__ = ("sent", "conn")
 
     def __init__(self, conn: FakeConnection) -> None:
         super().__init__(conn, {"type": "http"})
         self.sent: list[Any] = []
+        self.conn = conn
+
+    def send_error(self, status: int) -> None:
+        self.conn.send_error(status)
 
     async def receive(self) -> dict[str, Any]:
         return {"type": "http.disconnect"}

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import socket
 import threading
 from typing import Any
@@ -40,175 +39,41 @@ from typing import Any
 import anyio
 import h11
 import sniffio
-from anyio.abc import ByteStream, SocketAttribute, TaskGroup
-from anyio.streams.tls import TLSAttribute
+from anyio.abc import ByteStream, TaskGroup
 
-from toyservers import _server, access_log, h11_checks, http1
+from toyservers import _server, anyio_serving, h11_checks, tls
 from toyservers._types import ASGIApp, Message, Scope
+from toyservers.anyio_serving import GONE, StreamProtocol
 from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
-from toyservers.h11_checks import H11Cycle
+from toyservers.h11_checks import H11Framer
+from toyservers.http1_cycle import RequestResponseCycle as HTTP1Cycle
 from toyservers.lifespan import Lifespan, LifespanFailure
 from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
-# --- constants ---------------------------------------------------------------------------------
+# --- Constants ------------------------------------------------------------------------------
 
 MAX_RECEIVE = 256 * 1024  # bytes asked of receive(): uvloop's read size (anyio copies to split)
 MAX_EVENTS = 512  # events pulled out of h11 before other tasks get a turn (as toy-h11)
-GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
-# The kernel receive buffer of a connection on asyncio, bytes: what libuv may read into anyio's
-# queue before read_on_demand runs (up to 8 MB with the kernel's autotuning: 1 run in 12).
-RCVBUF = 256 * 1024
 
 
-# --- wire helpers ------------------------------------------------------------------------------
+# --- Protocol interface ---------------------------------------------------------------------
 
 
-def read_on_demand(stream: ByteStream) -> None:
-    """Make the asyncio transport under ``stream`` read only for a waiting ``receive()``.
+class AnyioProtocol(StreamProtocol):
+    """One HTTP/1.1 connection: its task reads requests into h11 and starts their cycles
+    (``StreamProtocol``: the connection's task, deadlines, writes and close path)."""
 
-    anyio's asyncio stream reads while a ``receive()`` waits and pauses once it wakes; but
-    uvloop (libuv) reads up to 32 times 256 KiB per wake-up: 8 MB of a 10 MB upload sat in
-    anyio's queue (the conformance suite's RSS bound failed). Paused now and after every
-    read, it reads once per wait. Before this runs (from accept to the connection's task),
-    libuv reads already: ``RCVBUF`` bounds that. Trio reads only when asked.
-    """
-    inner = getattr(stream, "transport_stream", stream)  # a TLSStream wraps the socket's
-    transport, protocol = getattr(inner, "_transport", None), getattr(inner, "_protocol", None)
-    if transport is None or protocol is None or not hasattr(transport, "pause_reading"):
-        return
-    data_received = protocol.data_received
-
-    def one_read(data: bytes) -> None:
-        data_received(data)
-        transport.pause_reading()
-
-    protocol.data_received = one_read
-    transport.set_protocol(protocol)  # uvloop keeps the bound method: make it look again
-    transport.pause_reading()
-
-
-# --- the connection ----------------------------------------------------------------------------
-
-
-class Connection:
-    """One HTTP/1.1 connection: its task reads requests into h11 and starts their cycles."""
-
-    __slots__ = ("state", "config", "app", "stream", "conn", "cycle", "body_size", "access_log",
-                 "client", "server", "scheme", "tls", "reading", "kind", "error", "resumed",
-                 "task_group")
+    __slots__ = ("conn", "body_size")
 
     def __init__(self, state: ServerState, stream: ByteStream) -> None:
-        self.state, self.config, self.app = state, state.config, state.app
-        self.stream = stream
+        super().__init__(state, stream)
         config = self.config  # h11 answers 431 to a head still incomplete past this size
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=config.max_request_line
                                    + config.max_header_size)
-        self.cycle: RequestResponseCycle | None = None
         self.body_size = 0  # request body bytes received, for max_body_size
-        self.access_log = access_log.enabled(config)
-        self.client = _server._address(stream.extra(SocketAttribute.remote_address, None))
-        self.server = _server._address(stream.extra(SocketAttribute.local_address, None))
-        ssl_object = stream.extra(TLSAttribute.ssl_object, None)
-        self.scheme = "http" if ssl_object is None else "https"
-        self.tls = _server.tls_extension(ssl_object, state)
-        self.reading = anyio.CancelScope()  # around the reading loop; its deadline moves
-        self.kind: str | None = None  # the deadline running: "idle", "head", "body"
-        self.error = 0  # the status to answer once reading stops (0: none, just close)
-        self.resumed: anyio.Event | None = None  # set to let a paused reading go on
-        self.task_group: TaskGroup | None = None
-
-    # Deadlines: one cancel scope, its deadline moved (toy-h11: one Deadline timer)
-
-    def set_deadline(self, kind: str, seconds: float) -> None:
-        self.kind = kind
-        self.reading.deadline = anyio.current_time() + seconds
-
-    def clear_deadline(self) -> None:
-        if self.kind is not None:
-            self.kind = None
-            self.reading.deadline = math.inf
-
-    # Protocol interface
-
-    # --8<-- [start:run]
-    async def run(self) -> None:
-        """The connection's task: read requests until the connection ends, answer the error
-        that ended it (if any), close; leaving the task group waits for the app."""
-        self.state.connections.add(self)
-        read_on_demand(self.stream)
-        try:
-            async with anyio.create_task_group() as self.task_group:
-                with self.reading:
-                    self.set_deadline("idle", self.config.timeout_keep_alive)
-                    await self.read_requests()
-                kind = self.kind if self.reading.cancelled_caught else None
-                # RFC 9112 §9.5: an idle connection closes silently; a head or body that came
-                # too slowly gets 408 (RFC 9110 §15.5.9), then the connection closes.
-                await self.finish(self.error or (408 if kind in ("head", "body") else 0))
-        finally:
-            self.state.connections.discard(self)
-            with anyio.CancelScope(shield=True):
-                await self.stream.aclose()
-    # --8<-- [end:run]
-
-    async def finish(self, status: int) -> None:
-        """Stop the request in flight, answer ``status`` while no response byte is out, and
-        close now (the app, told of the disconnect, may take its time to end)."""
-        cycle = self.cycle
-        if cycle is not None:
-            cycle.disconnect()
-        our_state = self.conn.our_state
-        if status and (our_state is h11.IDLE or our_state is h11.SEND_RESPONSE):
-            head = cycle is not None and cycle.scope["method"] == "HEAD"
-            data = http1.error_response(status, self.state.default_headers_bytes, head=head)
-            with anyio.move_on_after(self.config.timeout_keep_alive):
-                try:
-                    await self.stream.send(data)
-                    await self.linger()
-                except (*GONE, anyio.BusyResourceError):
-                    pass  # gone, or a 100 Continue still being written: just close
-        await self.stream.aclose()
-
-    async def linger(self) -> None:
-        """RFC 9112 §9.6, "the TCP reset problem": after an error answer, send FIN and read
-        and drop what the client still sends (at most ``_server.LINGER`` seconds), so the
-        close does not reset the answer away. Over TLS (no half-close) it returns at once."""
-        with anyio.move_on_after(_server.LINGER), contextlib.suppress(NotImplementedError):
-            await self.stream.send_eof()
-            with contextlib.suppress(anyio.EndOfStream):
-                while await self.stream.receive():
-                    pass
-
-    def send_error(self, status: int) -> None:
-        """Answer ``status`` and close (from any task: ``run_asgi`` calls it with 500)."""
-        self.close(status)
-
-    def close(self, status: int = 0) -> None:
-        """Stop reading: ``run`` then answers ``status`` (0: none) and closes."""
-        self.error = self.error or status
-        self.kind = None
-        self.reading.cancel()
-
-    def shutdown(self) -> None:
-        """Close now if no response is in flight, else after it (``Connection: close``)."""
-        cycle = self.cycle
-        if cycle is None or cycle.response_complete:
-            self.close()
-        else:
-            cycle.keep_alive = False
-
-    async def pause_reading(self) -> None:
-        """Read nothing until ``resume_reading()`` (the app took the body, or answered)."""
-        self.resumed = resumed = anyio.Event()
-        await resumed.wait()
-        self.resumed = None
-
-    def resume_reading(self) -> None:
-        if self.resumed is not None:
-            self.resumed.set()
 
     # Reading requests
 
@@ -299,7 +164,9 @@ class Connection:
         if isinstance(scope, int):
             self.error = scope
             return False
-        self.cycle = cycle = RequestResponseCycle(self, scope)
+        expect_100 = self.conn.they_are_waiting_for_100_continue
+        framer = H11Framer(self.conn, scope["method"] == "HEAD")
+        self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100)
         assert self.task_group is not None
         self.task_group.start_soon(cycle.run, self.app, name="asgi")
         return True
@@ -313,29 +180,37 @@ class Connection:
         self.set_deadline("idle", self.config.timeout_keep_alive)
         self.resume_reading()
 
-    def on_response_complete(self, keep_alive: bool) -> None:
+    # --- ASGI interface: what the shared cycle (toyservers.http1_cycle) asks of this
+    # protocol, as toy-h11's; the cycle below only awaits its writes.
+
+    def on_response_complete(self) -> None:
         """Close, start the next cycle, or read and drop the rest of an unread body."""
-        if self.conn.our_state is h11.MUST_CLOSE or not keep_alive:
+        cycle = self.cycle
+        assert cycle is not None
+        step = h11_checks.after_response(self.conn, cycle.framer.keep_alive)
+        if step == "close":
             self.close()
-        elif self.conn.their_state is h11.DONE:
+        elif step == "next":
             self.start_next_cycle()
-        else:  # at most HIGH_WATER_LIMIT of it: see H11Cycle.unread_body_closes
+        else:
             self.resume_reading()
 
+    def unread_body(self) -> int | None:
+        assert self.cycle is not None
+        return h11_checks.unread_body(self.cycle.scope, self.body_size)
 
-# --- the per-request cycle ---------------------------------------------------------------------
 
+class RequestResponseCycle(HTTP1Cycle):
+    """One request, run in its connection's task group: the shared HTTP/1 cycle, its
+    ``frame`` and ``receive``, with the writes awaited and ``receive`` waiting on an anyio
+    Event."""
 
-class RequestResponseCycle(H11Cycle):
-    """One request, run in its connection's task group: ``send`` writes what
-    ``H11Cycle.frame`` makes; ``receive`` waits on an anyio Event."""
+    __slots__ = ("waker", "pending")
+    protocol: AnyioProtocol  # type: ignore[assignment]
 
-    __slots__ = ("stream", "waker", "pending")
-
-    def __init__(self, protocol: Connection, scope: Scope) -> None:
-        super().__init__(protocol, scope)
-        self.protocol: Connection = protocol
-        self.stream = protocol.stream
+    def __init__(self, protocol: AnyioProtocol, scope: Scope, framer: H11Framer,
+                 expect_100: bool) -> None:
+        super().__init__(protocol, scope, framer, expect_100)  # type: ignore[arg-type]
         self.waker: anyio.Event | None = None  # receive() waits on it
         self.pending = b""  # a 100 Continue to write before receive() waits
 
@@ -347,8 +222,6 @@ class RequestResponseCycle(H11Cycle):
             await self.run_asgi(app)
         finally:
             tasks.discard(self)
-
-    # ASGI interface
 
     def wake(self) -> None:
         if self.waker is not None:
@@ -368,40 +241,35 @@ class RequestResponseCycle(H11Cycle):
 
     def write_continue(self) -> None:
         # receive() calls this only when it is about to wait for body: written there.
-        self.pending = self.continue_bytes()
-
-    def resume_reading(self) -> None:
-        self.protocol.resume_reading()
+        self.pending = self.framer.continue_bytes()
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:
-        """Write what ``H11Cycle.frame`` makes of ``message``; awaiting the write is the
-        backpressure. Raises ClientDisconnected once the client is gone, and what ``frame``
-        raises."""
+        """Write what ``frame`` makes of ``message``; awaiting the write is the backpressure.
+        Raises ClientDisconnected once the client is gone, and what ``frame`` raises."""
         if self.disconnected:
             raise ClientDisconnected("the client has disconnected")
         data = self.frame(message)
         if data:
             await self.write(data)
         if self.response_complete:
-            self.wake()
-            self.protocol.on_response_complete(self.keep_alive)
+            self.protocol.on_response_complete()
     # --8<-- [end:send]
 
     async def write(self, data: bytes) -> None:
         try:
-            await self.stream.send(data)
+            await self.protocol.write(data)
         except GONE as exc:
             self.disconnect()
             raise ClientDisconnected("the client has disconnected") from exc
 
 
-# --- serve() and run() -------------------------------------------------------------------------
+# --- Serving ----------------------------------------------------------------------------------
 
 
 async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
-                ready: Any = None, shutdown: asyncio.Event | anyio.Event | None = None
-                ) -> None:
+                ready: Any = None, shutdown: asyncio.Event | anyio.Event | None = None,
+                stop_accepting: asyncio.Event | anyio.Event | None = None) -> None:
     """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM), on the running anyio
     backend (asyncio or trio).
 
@@ -410,29 +278,32 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
         ready: called with the bound ``(host, port)`` once connections are accepted.
         shutdown: an event to set to stop (an ``asyncio.Event`` on asyncio, or an
             ``anyio.Event`` on either); when None, SIGINT and SIGTERM stop (main thread only).
+        stop_accepting: an event like ``shutdown``: once set, the listener closes and the open
+            connections are served on until ``shutdown`` (a retiring worker).
 
     Raises:
         LifespanFailure: the app's lifespan startup failed; nothing was served.
         ssl.SSLError: the TLS certificate and key cannot be used (before lifespan startup).
         OSError: the address could not be bound.
     """
-    context = _server.ssl_context(config)  # before startup: a bad certificate starts nothing
+    context = tls.ssl_context(config)  # before startup: a bad certificate starts nothing
     lifespan = Lifespan(app, config.lifespan)
     async with anyio.create_task_group() as services:  # lifespan, the Date tick, signals
         try:
             await lifespan.startup(services)
-            rcvbuf = RCVBUF if sniffio.current_async_library() == "asyncio" else None
-            listener, (host, port) = await _server.anyio_listener(config, sock, context, rcvbuf)
+            rcvbuf = anyio_serving.RCVBUF if sniffio.current_async_library() == "asyncio" else None
+            listener, (host, port) = await anyio_serving.listen(config, sock, context, rcvbuf)
         except (LifespanFailure, OSError) as exc:  # raised below, not in an ExceptionGroup
             failure: BaseException | None = exc
         else:
             failure = None
             state = ServerState(app, config, lifespan.state)
-            _server.load_tls(state, config, context)
+            tls.load_tls(state, config, context)
             logger.info("toy-anyio (%s) running on %s://%s:%d (Press CTRL+C to quit)",
                         sniffio.current_async_library(), "https" if context else "http", host,
                         port)
-            await _serve(state, listener, ready, (host, port), services, shutdown)
+            await _serve(state, listener, ready, (host, port), services, shutdown,
+                         stop_accepting)
         if not isinstance(failure, LifespanFailure):
             await lifespan.shutdown()
         services.cancel_scope.cancel()
@@ -440,22 +311,23 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
         raise failure
 
 
-async def _serve(state: ServerState, listener: Any, ready: Any, address: tuple[str, int],
-                 services: TaskGroup, shutdown: Any) -> None:
+async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str, int],
+                 services: TaskGroup, shutdown: Any, stop_accepting: Any) -> None:
     draining = anyio.CancelScope()  # around the connections; its deadline: the graceful timeout
+    accepting = anyio.CancelScope()  # the listener's scope
     stop = shutdown if shutdown is not None else anyio.Event()
     if shutdown is None and threading.current_thread() is threading.main_thread():
-        services.start_soon(_server.anyio_signals, stop, draining.cancel)
-    services.start_soon(_server.anyio_tick, state)
+        services.start_soon(anyio_serving.watch_signals, stop, draining.cancel)
+    services.start_soon(anyio_serving.tick, state)
+    if stop_accepting is not None:
+        services.start_soon(anyio_serving.cancel_when_set, stop_accepting, accepting)
 
     async def handle(stream: ByteStream) -> None:
-        await Connection(state, stream).run()
+        await AnyioProtocol(state, stream).run()
 
     # --8<-- [start:serve]
     with draining:
         async with anyio.create_task_group() as connections:
-            accepting = anyio.CancelScope()  # the listener's scope
-
             async def accept() -> None:
                 with accepting:
                     await listener.serve(handle, connections)
@@ -463,7 +335,7 @@ async def _serve(state: ServerState, listener: Any, ready: Any, address: tuple[s
 
             connections.start_soon(accept)
             if ready is not None:
-                ready(address)
+                ready(bound)
             await stop.wait()
             logger.info("shutting down")
             accepting.cancel()  # stop accepting

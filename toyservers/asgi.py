@@ -52,7 +52,7 @@ class ClientDisconnected(OSError):
     server-specific ``OSError`` subclass there), so an app streaming to nobody stops."""
 
 
-def http_scope(conn: Connection, method: str, http_version: str, raw_path: bytes,
+def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: bytes,
                query_string: bytes, headers: Headers) -> Scope:
     """The ASGI ``http`` scope of one request on ``conn``.
 
@@ -88,17 +88,14 @@ def http_scope(conn: Connection, method: str, http_version: str, raw_path: bytes
     return scope
 
 
-class Connection(Protocol):
-    """What the ASGI side needs of a connection (``toyservers._server.HTTPProtocol``)."""
+class ServerProtocol(Protocol):
+    """What the ASGI side needs of a connection (``toyservers.protocol.HTTPProtocol``)."""
 
     client: tuple[str, int] | None
     server: tuple[str, int] | None
     scheme: str
     tls: dict[str, Any] | None
     state: ServerState
-
-    def send_error(self, status: int) -> None:
-        """Answer ``status`` and close; only close when the response is already on the wire."""
 
 
 def at_concurrency_limit(state: ServerState) -> bool:
@@ -128,7 +125,7 @@ class RequestResponseCycle:
     __slots__ = ("protocol", "scope", "disconnected", "response_started", "response_complete",
                  "task", "body", "more_body", "body_done", "expect_100", "waiter")
 
-    def __init__(self, protocol: Connection, scope: Scope, expect_100: bool = False) -> None:
+    def __init__(self, protocol: ServerProtocol, scope: Scope, expect_100: bool = False) -> None:
         self.protocol = protocol
         self.scope = scope
         self.disconnected = self.response_started = self.response_complete = False
@@ -214,9 +211,9 @@ class RequestResponseCycle:
             self.send_error(500)
 
     def send_error(self, status: int) -> None:
-        """Answer ``status`` (or close when the response began): the connection's
-        ``send_error``; HTTP/2 overrides it to end one stream, not the connection."""
-        self.protocol.send_error(status)
+        """Answer ``status``, or end the response when it began: on HTTP/1.1 the connection's
+        ``send_error`` (it then closes), on HTTP/2 the stream's."""
+        raise NotImplementedError
 
     def start_task(self, app: ASGIApp) -> None:
         """Run the app in its own Task (its own contextvars copy, and a ``current_task()`` for

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 
-HIGH_WATER_LIMIT = 64 * 1024  # bytes of unread request body buffered before reading pauses
+from toyservers.http1 import HIGH_WATER_LIMIT  # the read side's limit, kept with the HTTP rules
+
+__all__ = ["HIGH_WATER_LIMIT", "FlowControl"]
 
 
 class FlowControl:

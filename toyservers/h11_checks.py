@@ -12,9 +12,10 @@ to it is written here once, with no I/O in it:
 - ``request_scope``: an ``h11.Request`` checked and turned into the ASGI ``http`` scope, or the
   status to answer instead (with CONNECT and ``limit_concurrency``);
 - ``take_body``: an ``h11.Data`` counted against ``max_body_size`` and handed to the cycle;
-- ``H11Cycle``: the base of both servers' ``RequestResponseCycle``: ``frame()`` turns the app's
-  ``http.response.start`` / ``http.response.body`` messages into h11 events and bytes; the
-  server only writes them (at once, or awaiting its stream).
+- ``after_response`` and ``unread_body``: what the shared cycle asks of an h11 connection;
+- ``H11Framer``: the app's response as h11 events and bytes, behind the interface of
+  ``http1.ResponseFramer``, so both servers answer through the one HTTP/1 cycle
+  (``toyservers.http1_cycle``) and only write the bytes (at once, or awaiting their stream).
 
 Spec: RFC 9112 §2-§3, §5-§7, §9.3; RFC 9110 §5.5, §6.4.1, §10.1.1, §15; RFC 6585 §5 (431).
 ASGI 3.0 HTTP ``http.response.start`` and ``http.response.body``
@@ -25,6 +26,7 @@ Compare with: uvicorn/protocols/http/h11_impl.py (``handle_events``, ``RequestRe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import chain
 from operator import itemgetter
 from typing import Protocol
@@ -32,10 +34,10 @@ from typing import Protocol
 import h11
 
 from toyservers import asgi, http1
-from toyservers._types import Headers, Message, Scope
+from toyservers._types import Headers, Scope
 from toyservers.asgi import at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
-from toyservers.flow_control import HIGH_WATER_LIMIT
+from toyservers.http1 import HIGH_WATER_LIMIT
 
 END_OF_MESSAGE = h11.EndOfMessage()
 
@@ -90,15 +92,15 @@ def protocol_error_status(exc: h11.RemoteProtocolError, conn: h11.Connection, co
     return status
 
 
-class H11Connection(asgi.Connection, Protocol):
-    """What ``request_scope`` and ``H11Cycle`` need of a connection, besides the ASGI side's."""
+class H11ServerProtocol(asgi.ServerProtocol, Protocol):
+    """What ``request_scope`` and ``take_body`` need of a connection, besides the ASGI side's."""
 
     conn: h11.Connection
     access_log: bool
     body_size: int  # request body bytes received so far in this cycle
 
 
-def request_scope(connection: H11Connection, event: h11.Request) -> Scope | int:
+def request_scope(connection: H11ServerProtocol, event: h11.Request) -> Scope | int:
     """The ASGI scope of the request h11 parsed, or the status to refuse it with (then close):
     ``request_status``'s, 400 for a request-target of no known form (RFC 9112 §3.2), 501 for
     CONNECT (deliberately left out), 503 past ``limit_concurrency`` (logged like a response)."""
@@ -123,7 +125,8 @@ def request_scope(connection: H11Connection, event: h11.Request) -> Scope | int:
     return scope
 
 
-def take_body(connection: H11Connection, cycle: H11Cycle | None, data: bytes) -> int:
+def take_body(connection: H11ServerProtocol, cycle: asgi.RequestResponseCycle | None,
+              data: bytes) -> int:
     """Count request body ``data`` and hand it to ``cycle``, waking its ``receive()``.
 
     Returns 413 past ``max_body_size`` (RFC 9110 §15.5.14: a chunked body; a Content-Length
@@ -142,27 +145,60 @@ def take_body(connection: H11Connection, cycle: H11Cycle | None, data: bytes) ->
     return 1 if len(cycle.body) >= HIGH_WATER_LIMIT else 0
 
 
+def after_response(conn: h11.Connection, keep_alive: bool) -> str:
+    """What follows a complete response on an h11 connection: ``"close"`` (the framer or h11
+    says the connection ends: RFC 9112 §9.6), ``"next"`` (both sides are DONE: start the next
+    cycle) or ``"drain"`` (the request body is still coming: read it and drop it, at most
+    ``HIGH_WATER_LIMIT`` bytes: see ``http1.unread_body_closes``)."""
+    if conn.our_state is h11.MUST_CLOSE or not keep_alive:
+        return "close"
+    return "next" if conn.their_state is h11.DONE else "drain"
+
+
+def unread_body(scope: Scope, body_size: int) -> int | None:
+    """The declared request body bytes not received yet (``body_size`` came), None when
+    chunked: h11 checked there is one Content-Length at most."""
+    length = dict(scope["headers"]).get(b"content-length")
+    return None if length is None else int(length) - body_size
+
+
 # --- the response, framed by h11 ---------------------------------------------------------------
 
 
-class H11Cycle(asgi.RequestResponseCycle):
-    """The base of a ``RequestResponseCycle`` over h11: the app's messages as h11 events.
+class H11Framer:
+    """Frame one response through h11, with ``http1.ResponseFramer``'s interface, so the one
+    HTTP/1 cycle (``toyservers.http1_cycle``) serves both h11 servers.
 
-    The response head is framed with the first body message ("the protocol server must not
-    start sending the response to the client until it has received at least one Response Body
-    event", ASGI HTTP spec), so a small response leaves in one write.
+    ``start`` checks the app's fields as strictly as the other servers do
+    (``http1.check_response``) and holds them; the first ``body`` frames the head through
+    h11 (its status line and the framing fields h11 decides on: Content-Length, chunked or
+    ``Connection: close``, our checked fields after the status line) with the first bytes, so
+    a small response leaves in one write. h11 itself refuses more or less body than the
+    Content-Length (``h11.LocalProtocolError``).
     """
 
-    __slots__ = ("conn", "keep_alive", "fields", "status", "no_body")
+    __slots__ = ("conn", "head_request", "keep_alive", "status", "fields", "head_sent",
+                 "no_body")
 
-    def __init__(self, protocol: H11Connection, scope: Scope) -> None:
-        super().__init__(protocol, scope, protocol.conn.they_are_waiting_for_100_continue)
-        self.protocol: H11Connection = protocol
-        self.conn = protocol.conn
-        self.keep_alive = True  # False: close after this response (graceful shutdown)
-        self.fields: http1.ResponseFields | None = None  # the checked head, until written
+    def __init__(self, conn: h11.Connection, head_request: bool) -> None:
+        self.conn, self.head_request = conn, head_request
+        self.keep_alive = True  # False: close after this response
         self.status = 0
-        self.no_body = False  # the response has no content: HEAD, 204, 304 (RFC 9110 §6.4.1)
+        self.fields: http1.ResponseFields | None = None  # the checked head, until written
+        self.head_sent = self.no_body = False
+
+    short = False  # h11 raises LocalProtocolError for a body short of its Content-Length
+
+    def start(self, status: object, headers: Iterable[tuple[bytes, bytes]],
+              default_headers: Headers, framed_defaults: bytes | None = None) -> None:
+        """Check and keep the head (``http1.check_response``'s arguments; ``framed_defaults``
+        is not used: h11 frames the fields). Raises http1.ResponseError."""
+        self.fields = http1.check_response(status, headers, default_headers)
+        assert type(status) is int  # checked above
+        self.status = status
+        if self.fields.close:
+            self.keep_alive = False
+        self.no_body = self.head_request or status == 204 or status == 304  # RFC 9110 §6.4.1
 
     def continue_bytes(self) -> bytes:
         """``100 Continue`` while the client still waits for it, else b"" (h11 clears the flag
@@ -172,53 +208,26 @@ class H11Cycle(asgi.RequestResponseCycle):
         return self.conn.send(h11.InformationalResponse(
             status_code=100, headers=[], reason=b"Continue"))
 
-    # --8<-- [start:frame]
-    def frame(self, message: Message) -> bytes:
-        """The bytes to write for one ``send(message)``; b"" for ``http.response.start``.
-
-        Sets ``response_started`` and ``response_complete``. Raises http1.ResponseError for
-        what ``check_response`` refuses, RuntimeError for a message out of order, and
-        h11.LocalProtocolError for more or less body than the app's Content-Length.
-        """
-        kind = message["type"]
-        if not self.response_started:
-            if kind != "http.response.start":
-                raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            # Checked now, as strictly as the other servers do, so nothing bad is ever framed.
-            self.fields = http1.check_response(message["status"], message.get("headers", ()),
-                                               self.protocol.state.default_headers)
-            self.status = message["status"]
-            self.response_started = True
-            if self.protocol.access_log:
-                log_access(self.protocol.client, self.scope, self.status)
-            return b""
-        if kind != "http.response.body" or self.response_complete:
-            raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
-        body = message.get("body", b"")
+    def body(self, body: bytes, more_body: bool) -> bytes:
+        """The bytes for one ``http.response.body`` message, the head with the first.
+        Raises http1.ResponseError for a body that is not bytes or breaks its Content-Length
+        before h11 wrote a byte, h11.LocalProtocolError after."""
         if type(body) is not bytes:
             raise http1.ResponseError(f"response body must be bytes, not {type(body).__name__}")
-        more_body = message.get("more_body", False)
         conn = self.conn
         parts: list[bytes] = []
-        fields = self.fields
-        if fields is not None:  # the first body message: the head goes out with it
-            parts = self.response_head(fields, body, more_body)
+        if not self.head_sent:
+            parts = self.head(body, more_body)
         if body and not self.no_body:
             parts += conn.send_with_data_passthrough(h11.Data(data=body)) or ()
         if not more_body:
             parts += conn.send_with_data_passthrough(END_OF_MESSAGE) or ()
-            self.response_complete = True
         return b"".join(parts)  # one write: head and body leave together
-    # --8<-- [end:frame]
 
-    def response_head(self, fields: http1.ResponseFields, body: bytes, more_body: bool
-                      ) -> list[bytes]:
-        """The head, framed by h11: its status line and the framing fields h11 decides on
-        (Content-Length, ``Transfer-Encoding: chunked`` or ``Connection: close``), with the
-        app's checked fields (and our Date and Server) after the status line."""
-        self.fields = None
+    def head(self, body: bytes, more_body: bool) -> list[bytes]:
+        fields = self.fields
+        assert fields is not None  # start() came first: the cycle sees to it
         status = self.status
-        self.no_body = self.scope["method"] == "HEAD" or status == 204 or status == 304
         length = fields.content_length
         if length is None and not more_body and status != 204 and status != 304 and (
                 body or not self.no_body):
@@ -231,15 +240,10 @@ class H11Cycle(asgi.RequestResponseCycle):
             at = lines[::4].index(b"content-length") * 4
             del lines[at:at + 4]
         framing = [] if length is None else [(b"content-length", b"%d" % length)]
-        if fields.close or not self.keep_alive or (self.more_body and self.unread_body_closes()):
+        if not self.keep_alive:
             framing.append((b"connection", b"close"))
         parts = self.conn.send_with_data_passthrough(h11.Response(
-            status_code=self.status, headers=framing, reason=http1.reason(self.status))) or []
+            status_code=status, headers=framing, reason=http1.reason(status))) or []
         parts.insert(1, b"".join(lines))
+        self.fields, self.head_sent = None, True
         return parts
-
-    def unread_body_closes(self) -> bool:
-        """Must this response, framed before the request body ended, close (RFC 9112 §9.3)?"""
-        length = dict(self.scope["headers"]).get(b"content-length")
-        rest = None if length is None else int(length) - self.protocol.body_size
-        return http1.unread_body_closes(self.expect_100, rest)

@@ -29,52 +29,47 @@ Compare with: uvicorn/protocols/http/h11_impl.py (and h11's examples/trio-server
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from typing import Any
 
 import h11
 
-from toyservers import access_log, http1
-from toyservers._server import HTTPProtocol, run_server, serve_protocol
-from toyservers._types import ASGIApp, Message, Scope
-from toyservers.asgi import ClientDisconnected
+from toyservers import h11_checks
+from toyservers._server import run_server, serve_protocol
+from toyservers._types import ASGIApp
 from toyservers.config import Config
 from toyservers.h11_checks import (
-    H11Cycle,
+    H11Framer,
     fields_status,
     protocol_error_status,
     request_scope,
     take_body,
 )
+from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
 from toyservers.state import ServerState
 
-# --- constants -------------------------------------------------------------------------------
+# --- Constants ------------------------------------------------------------------------------
 
 # Events pulled out of h11 in one go before the loop gets a turn: a burst of 1-byte chunks is
 # 300k Data events of ~8 µs each, and no other connection may wait for all of them.
 MAX_EVENTS = 512
 
 
-# --- the protocol class ----------------------------------------------------------------------
+# --- Protocol interface ---------------------------------------------------------------------
 
 
-class H11Protocol(HTTPProtocol):
-    """One HTTP/1.1 connection: feeds h11, starts a ``RequestResponseCycle`` per request."""
+class H11Protocol(HTTP1Protocol):
+    """One HTTP/1.1 connection: feeds h11, starts a ``RequestResponseCycle`` per request
+    (``HTTP1Protocol``: the cycle, the close path; ``HTTPProtocol``: the bookkeeping)."""
 
-    __slots__ = ("conn", "cycle", "pipelined", "body_size", "access_log")
+    __slots__ = ("conn", "pipelined", "body_size")
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
         config = self.config  # h11 answers 431 to a head still incomplete past this size
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=config.max_request_line
                                    + config.max_header_size)
-        self.cycle: RequestResponseCycle | None = None
         self.pipelined = False  # h11 holds bytes of the next request (it said PAUSED)
         self.body_size = 0  # request body bytes received, for max_body_size
-        self.access_log = access_log.enabled(config)
-
-    # Protocol interface
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
@@ -93,44 +88,6 @@ class H11Protocol(HTTPProtocol):
         self.conn.receive_data(data)
         self.handle_events()
     # --8<-- [end:data_received]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        cycle = self.cycle
-        if cycle is not None:
-            cycle.disconnect()
-
-    def on_timeout(self, kind: str) -> None:
-        """``idle``: close silently (RFC 9112 §9.5). A head or body that came too slowly gets
-        408 (RFC 9110 §15.5.9: "the server did not receive a complete request message within
-        the time that it was prepared to wait"), then the connection closes."""
-        if kind == "idle":
-            super().on_timeout(kind)
-        else:
-            self.send_error(408)
-
-    def send_error(self, status: int) -> None:
-        """Answer ``status`` with ``Connection: close`` and close; only close when part of a
-        response is on the wire already (h11's side is past ``SEND_RESPONSE``)."""
-        cycle = self.cycle
-        if cycle is not None:
-            cycle.disconnect()
-        our_state = self.conn.our_state
-        if not self.transport.is_closing() and (
-                our_state is h11.IDLE or our_state is h11.SEND_RESPONSE):
-            head = cycle is not None and cycle.scope["method"] == "HEAD"
-            self.transport.write(http1.error_response(
-                status, self.state.default_headers_bytes, head=head))
-        self.transport.close()
-
-    def shutdown(self) -> None:
-        """Close now if no response is in flight, else after it; a head not sent yet then says
-        ``Connection: close`` (RFC 9112 §9.6)."""
-        cycle = self.cycle
-        if cycle is None or cycle.response_complete:
-            self.transport.close()
-        else:
-            cycle.keep_alive = False
 
     # Reading requests
 
@@ -207,7 +164,9 @@ class H11Protocol(HTTPProtocol):
         if isinstance(scope, int):
             self.send_error(scope)
             return False
-        self.cycle = cycle = RequestResponseCycle(self, scope)
+        expect_100 = self.conn.they_are_waiting_for_100_continue
+        framer = H11Framer(self.conn, scope["method"] == "HEAD")
+        self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100)
         cycle.start_task(self.app)
         return True
 
@@ -232,71 +191,39 @@ class H11Protocol(HTTPProtocol):
             self.flow.resume_reading()
     # --8<-- [end:start_next_cycle]
 
-    def on_response_complete(self, keep_alive: bool) -> None:
+    # --- ASGI interface: what the shared RequestResponseCycle (toyservers.http1_cycle) asks
+    # of this protocol; its framer is h11's (H11Framer), so h11 frames every response.
+
+    def on_response_complete(self) -> None:
         """Close, start the next cycle, or read and drop the rest of an unread body."""
-        if self.conn.our_state is h11.MUST_CLOSE or not keep_alive:
-            self.transport.close()
-        elif self.conn.their_state is h11.DONE:
+        cycle = self.cycle
+        assert cycle is not None
+        step = h11_checks.after_response(self.conn, cycle.framer.keep_alive)
+        if step == "close":
+            self.lingering_close()
+        elif step == "next":
             self.start_next_cycle()
-        else:  # at most HIGH_WATER_LIMIT of it: see RequestResponseCycle.unread_body_closes
+        else:
             self.handle_events()
-
-
-# --- the per-request cycle -------------------------------------------------------------------
-
-
-class RequestResponseCycle(H11Cycle):
-    """One request: the app's ``send`` and the hooks of ``receive`` (``H11Cycle`` frames the
-    messages through h11; ``asgi.RequestResponseCycle`` holds the body, ``receive`` and
-    ``run_asgi``)."""
-
-    __slots__ = ("transport", "flow")
-
-    def __init__(self, protocol: H11Protocol, scope: Scope) -> None:
-        super().__init__(protocol, scope)
-        self.protocol: H11Protocol = protocol
-        self.transport, self.flow = protocol.transport, protocol.flow
-
-    # ASGI interface
-
-    def write_continue(self) -> None:
-        if data := self.continue_bytes():
-            self.transport.write(data)
 
     def resume_reading(self) -> None:
         if self.flow.read_paused:
             # handle_events stopped (HIGH_WATER_LIMIT or MAX_EVENTS): pull on at the loop's
             # next turn, so an app reading in a loop cannot keep the loop to itself.
-            self.protocol.loop.call_soon(self.protocol.handle_events)
+            self.loop.call_soon(self.handle_events)
 
-    # --8<-- [start:send]
-    async def send(self, message: Message) -> None:
-        """Frame the app's message through h11 (``H11Cycle.frame``) and write it.
-
-        Raises ClientDisconnected once the client is gone, and what ``frame`` raises.
-        """
-        if self.flow.write_paused and not self.disconnected:
-            await self.flow.drain()
-        if self.disconnected:
-            raise ClientDisconnected("the client has disconnected")
-        data = self.frame(message)
-        if data:
-            self.transport.write(data)
-        if self.response_complete:
-            self.wake()
-            self.protocol.on_response_complete(self.keep_alive)
-    # --8<-- [end:send]
+    def unread_body(self) -> int | None:
+        assert self.cycle is not None
+        return h11_checks.unread_body(self.cycle.scope, self.body_size)
 
 
-# --- serve() and run() -----------------------------------------------------------------------
+# --- Serving ----------------------------------------------------------------------------------
 
 
-async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
-                ready: Any = None, shutdown: asyncio.Event | None = None) -> None:
-    """Serve ``app`` with h11 until ``shutdown`` is set (or SIGINT/SIGTERM); the arguments
-    and errors are ``toyservers._server.serve_protocol``'s."""
-    await serve_protocol(H11Protocol, app, config, sock=sock, ready=ready, shutdown=shutdown,
-                         name="toy-h11")
+async def serve(app: ASGIApp, config: Config, **options: Any) -> None:
+    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM). The options (``sock``,
+    ``ready``, ``shutdown``, ``stop_accepting``) and the errors are ``serve_protocol``'s."""
+    await serve_protocol(H11Protocol, app, config, name="toy-h11", **options)
 
 
 def run(app: ASGIApp, config: Config) -> None:

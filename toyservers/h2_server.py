@@ -34,8 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import socket
-from collections.abc import Callable
+from typing import Any
 
 import h2.config
 import h2.connection
@@ -45,11 +44,12 @@ from h2.errors import ErrorCodes
 from h2.settings import SettingCodes, Settings
 
 from toyservers import access_log, asgi, http1, http2
-from toyservers._server import HTTPProtocol, run_server, serve_protocol
+from toyservers._server import run_server, serve_protocol
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
 from toyservers.config import Config
-from toyservers.httptools_server import IDLE, HttpToolsProtocol
+from toyservers.httptools_server import NO_MESSAGE, HttpToolsProtocol
+from toyservers.protocol import HTTPProtocol
 from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -60,8 +60,9 @@ logger = logging.getLogger("toyservers.error")
 class H2Protocol(HTTPProtocol):
     """One HTTP/2 connection: h2 events in, one RequestResponseCycle per stream out."""
 
-    def __init__(self, state: ServerState) -> None:
+    def __init__(self, state: ServerState, upgrade: tuple[bytes, Scope] | None = None) -> None:
         super().__init__(state)
+        self.upgrade = upgrade  # after Upgrade: h2c, its HTTP2-Settings and request scope
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=False, header_encoding=None))
         limit = self.config.max_header_size
@@ -75,11 +76,11 @@ class H2Protocol(HTTPProtocol):
         self.closing = False  # GOAWAY sent: streams in flight finish, new ones are refused
         self.budget = http2.FloodBudget(self.loop.time)
 
-    def connection_made(self, transport: asyncio.BaseTransport,
-                        upgrade: tuple[bytes, Scope] | None = None) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Send our SETTINGS (RFC 9113 §3.4); after ``Upgrade: h2c``, first the 101, and the
         upgrade request becomes stream 1 (``upgrade``: its HTTP2-Settings and scope)."""
         super().connection_made(transport)
+        upgrade = self.upgrade
         if upgrade is None:
             self.conn.initiate_connection()
         else:
@@ -256,64 +257,50 @@ class H2Protocol(HTTPProtocol):
         self.stream_done()
 
 
-class HTTP1Protocol(HttpToolsProtocol):
+class HTTP1ToH2Protocol(HttpToolsProtocol):
     """toy-httptools' HTTP/1.1 protocol, which hands its connection to ``H2Protocol`` when the
     TLS handshake chose ``h2``, the client opens with the preface, or asks ``Upgrade: h2c``."""
 
     __slots__ = ()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
-            self.transport = transport  # type: ignore[assignment]  # RFC 9113 §3.2: "h2" over
-            return self.hand_over(b"")  # TLS, chosen by ALPN
-        super().connection_made(transport)
+            self.stop_reading()  # RFC 9113 §3.2: "h2" over TLS, chosen by ALPN
+            self.switch_protocol(H2Protocol(self.state))
 
     # --8<-- [start:hand_over]
-    def h2_preface(self, data: bytes) -> bool:
-        """llhttp saw ``PRI * HTTP/2.0``: on a connection's first bytes, hand over (the
-        slices before ``data`` held the preface's first ``head_seen`` bytes: llhttp checked)."""
-        if self.messages != 1:
-            return False
-        self.hand_over(http2.PREFACE[:self.head_seen] + data)
+    def handle_upgrade(self, scope: Scope | None, data: bytes) -> bool:
+        """Take the connection for HTTP/2: by prior knowledge (``scope`` None: its first bytes
+        were the preface, RFC 9113 §3.4) or for a request asking ``Upgrade: h2c`` with valid
+        ``HTTP2-Settings`` (RFC 7540 §3.2), which becomes stream 1. Anything else is answered
+        as HTTP/1.1 (False)."""
+        upgrade = None
+        if scope is not None:
+            settings = http2.h2c_settings(scope)
+            if settings is None:
+                return False
+            # the request, as HTTP/2 sees it (RFC 9113 §8.2.2)
+            scope["http_version"], scope["headers"] = "2", [
+                (n, v) for n, v in scope["headers"] if n not in http2.CONNECTION_SPECIFIC]
+            upgrade = (settings, scope)
+        self.stop_reading()
+        self.switch_protocol(H2Protocol(self.state, upgrade), data)
         return True
+    # --8<-- [end:hand_over]
 
     def status_for(self, exc: Exception, data: bytes, phase: int, messages: int) -> int:
         """As toy-httptools', but a connection whose first line is no HTTP/1.x request line
         at all is closed unanswered: its client speaks another protocol (an HTTP/2 client
         with a bad preface: RFC 9113 §3.4, a connection error; no HTTP/1.1 answer)."""
         status = super().status_for(exc, data, phase, messages)
-        if status in (400, 501) and phase == IDLE and self.messages == 1 and \
+        if status in (400, 501) and phase == NO_MESSAGE and self.messages == 1 and \
                 b" HTTP/" not in data.partition(b"\n")[0]:
-            self.reading_stopped = True
+            self.stop_reading()
             self.transport.close()
             return 0
         return status
-
-    def upgrade(self, rest: bytes) -> None:
-        """An ``Upgrade`` request was parsed, ``rest`` came after it: take ``h2c`` when it is
-        the only request in flight (RFC 7540 §3.2); anything else is answered as HTTP/1.1."""
-        cycle = self.cycle
-        if cycle is None or self.running is not None or list(self.pipeline) != [cycle]:
-            return
-        settings, scope = http2.h2c_settings(cycle.scope), cycle.scope
-        if settings is not None:  # the request, as HTTP/2 sees it (RFC 9113 §8.2.2)
-            scope["http_version"], scope["headers"] = "2", [
-                (n, v) for n, v in scope["headers"] if n not in http2.CONNECTION_SPECIFIC]
-            self.hand_over(rest, (settings, scope))
-
-    def hand_over(self, data: bytes, upgrade: tuple[bytes, Scope] | None = None) -> None:
-        """Give the connection to a new ``H2Protocol``, with the bytes not read yet."""
-        self.reading_stopped, self.phase = True, IDLE
-        self.pipeline.clear()
-        self.state.connections.discard(self)
-        self.deadline.close()
-        protocol = H2Protocol(self.state)
-        self.transport.set_protocol(protocol)
-        protocol.connection_made(self.transport, upgrade)
-        if data:
-            protocol.data_received(data)
-    # --8<-- [end:hand_over]
 
 
 # ------------------------------------------------------------------------------ ASGI interface
@@ -484,16 +471,12 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 # ------------------------------------------------------------------------------------- serve
 
 
-async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
-                ready: Callable[[tuple[str, int]], object] | None = None,
-                shutdown: asyncio.Event | None = None) -> None:
+async def serve(app: ASGIApp, config: Config, **options: Any) -> None:
     """Serve ``app`` over HTTP/2 and HTTP/1.1 on one port until ``shutdown`` is set (or
-    SIGINT/SIGTERM); the arguments and errors are ``toyservers._server.serve_protocol``'s."""
-    await serve_protocol(HTTP1Protocol, app, config, sock=sock, ready=ready,
-                         shutdown=shutdown, name="toy-h2", alpn_protocols=["h2", "http/1.1"])
-
-
-# --------------------------------------------------------------------------------------- run
+    SIGINT/SIGTERM). The options (``sock``, ``ready``, ``shutdown``, ``stop_accepting``) and
+    the errors are ``serve_protocol``'s."""
+    await serve_protocol(HTTP1ToH2Protocol, app, config, name="toy-h2",
+                         alpn_protocols=["h2", "http/1.1"], **options)
 
 
 def run(app: ASGIApp, config: Config) -> None:

@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from http import HTTPStatus
 
 from toyservers._types import Headers
-from toyservers.flow_control import HIGH_WATER_LIMIT
 
 # --- grammar ------------------------------------------------------------------------------------
 
@@ -54,6 +53,7 @@ _QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*"'
 CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[ \t]*%s(?:[ \t]*=[ \t]*(?:%s|%s))?)*"
                         % (_TOKEN, _TOKEN, _QUOTED))
 MAX_CHUNK_LINE = 4096  # bytes in one chunk-size line, extensions included (ours, not the RFC's)
+HIGH_WATER_LIMIT = 64 * 1024  # bytes of request body buffered for the app before reading pauses
 MAX_CONTENT_LENGTH = 2**63 - 1  # larger is an overflow: RFC 9112 §6.3 p5, "invalid"
 
 
@@ -80,6 +80,8 @@ def _status_line(code: int) -> bytes:
 
 STATUS_LINES = {code: _status_line(code) for code in range(100, 600)}
 """The status line for every RFC 9110 §15 code, 100-599 (unregistered ones have no phrase)."""
+# RFC 9113 §3.4: an HTTP/2 client's first 24 bytes, built to fail as an HTTP/1.1 request.
+H2_PREFACE_BYTES = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 CONTINUE_100 = b"HTTP/1.1 100 Continue\r\n\r\n"  # RFC 9110 §15.2.1, as an interim response
 LAST_CHUNK = b"0\r\n\r\n"  # RFC 9112 §7.1: last-chunk, then an empty trailer section
 
@@ -394,6 +396,11 @@ class ResponseFramer:
                 data += b"%x\r\n%s\r\n" % (len(body), body)
             return data + LAST_CHUNK if not more_body else data
         return data + body if data else body
+
+    def continue_bytes(self) -> bytes:
+        """``100 Continue`` (RFC 9110 §15.2.1) while no byte of the response is out, else b""
+        (an interim response after the final one would be read as garbage)."""
+        return b"" if self.head_sent else CONTINUE_100
 
     @property
     def short(self) -> bool:

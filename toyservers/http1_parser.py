@@ -31,8 +31,7 @@ from __future__ import annotations
 
 from toyservers import http1
 from toyservers._types import Headers
-from toyservers.flow_control import HIGH_WATER_LIMIT
-from toyservers.http1 import HEAD_BYTES, TCHAR
+from toyservers.http1 import HEAD_BYTES, HIGH_WATER_LIMIT, TCHAR
 
 HEX_DIGITS = b"0123456789abcdefABCDEF"
 # ChunkedDecoder states: size -> data -> data-end -> size ... -> trailer -> done

@@ -32,7 +32,7 @@ from hyperframe.frame import GoAwayFrame
 from toyservers import http1
 from toyservers._types import Headers, Scope
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4, the client's first 24 bytes
+PREFACE = http1.H2_PREFACE_BYTES  # RFC 9113 §3.4, the client's first 24 bytes
 SWITCHING = b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n"
 #: Fields of an HTTP/1.1 upgrade request that mean nothing on HTTP/2 (RFC 9113 §8.2.2).
 CONNECTION_SPECIFIC = frozenset({b"connection", b"upgrade", b"http2-settings", b"keep-alive",

@@ -26,49 +26,51 @@ Compare with: uvicorn/protocols/http/httptools_impl.py and flow_control.py.
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from collections import deque
-from collections.abc import Callable
+from typing import Any
 
 import httptools
 
-from toyservers import access_log, asgi, http1
-from toyservers._server import HTTPProtocol, run_server, serve_protocol
-from toyservers._types import ASGIApp, Message, Scope
-from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
+from toyservers import http1
+from toyservers._server import run_server, serve_protocol
+from toyservers._types import ASGIApp, Scope
+from toyservers.asgi import at_concurrency_limit, http_scope
 from toyservers.config import Config
-from toyservers.flow_control import HIGH_WATER_LIMIT
-from toyservers.http1 import MAX_CHUNK_LINE, BadTarget, ResponseFramer, split_target
+from toyservers.http1 import (
+    HIGH_WATER_LIMIT,
+    MAX_CHUNK_LINE,
+    BadTarget,
+    ResponseFramer,
+    split_target,
+)
+from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
 from toyservers.state import ServerState
 
-# ---------------------------------------------------------------------------------- constants
+# --- Constants ------------------------------------------------------------------------------
 
-IDLE, HEAD, BODY = 0, 1, 2  # where the parser is in the current request
+NO_MESSAGE, IN_HEAD, IN_BODY = 0, 1, 2  # where llhttp is: between messages, in a head, in a body
 FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})  # ours too
 H2_PREFACE = "Pause on PRI/Upgrade"  # llhttp's reason for "PRI * HTTP/2.0", HTTP/2's preface
 CHUNK_LINE_LIMIT = MAX_CHUNK_LINE + 2  # with its CRLF
-
-# ------------------------------------------------------------------------------- wire helpers
-
 
 class _StopParsing(Exception):
     """Raised in a parser callback to stop llhttp; the status is in ``error_status``."""
 
 
-# -------------------------------------------------------------------------- Protocol interface
+# --- Protocol interface ---------------------------------------------------------------------
 
 
-class HttpToolsProtocol(HTTPProtocol):
-    """One connection: llhttp callbacks in, RequestResponseCycles answered in order out."""
+class HttpToolsProtocol(HTTP1Protocol):
+    """One connection: llhttp callbacks in, RequestResponseCycles answered in order out
+    (``HTTP1Protocol``: the cycle and the close path; ``HTTPProtocol``: the bookkeeping)."""
 
     # CPython 3.11 reads instance attributes at a fixed index only while the instance dict
     # shares its keys (30 at most); past that, a cached dict index. Slots: a fixed offset.
     __slots__ = (
-        "parser", "access_log", "max_headers", "max_header_size", "max_body", "pipeline",
-        "running", "driving", "reading_stopped", "queued_error", "error_status", "phase",
-        "messages", "piece", "trailer_size", "url", "headers", "head_seen", "body_size",
-        "framing", "line_bytes", "hosts", "te", "content_length", "expect", "cycle", "good_host",
+        "parser", "max_headers", "max_header_size", "max_body", "pipeline", "driving",
+        "reading_stopped", "queued_error", "error_status", "phase", "messages", "piece",
+        "trailer_size", "url", "headers", "head_seen", "body_size", "framing", "line_bytes",
+        "hosts", "te", "content_length", "expect", "parsing", "good_host",
     )
 
     def __init__(self, state: ServerState) -> None:
@@ -77,12 +79,11 @@ class HttpToolsProtocol(HTTPProtocol):
         self.parser = httptools.HttpRequestParser(self)
         # Any DIGIT.DIGIT through: on_headers_complete tells 505 from 400, serves 1.2 as 1.1.
         self.parser.set_dangerous_leniencies(lenient_version=True)
-        self.access_log = access_log.enabled(config)
         self.max_headers, self.max_header_size = config.max_headers, config.max_header_size
         self.max_body = config.max_body_size
         self.pipeline: deque[RequestResponseCycle] = deque()  # parsed, waiting their turn
-        self.running: RequestResponseCycle | None = None  # the one whose response goes out
-        self.cycle: RequestResponseCycle | None = None  # the last request whose head ended
+        # self.cycle (HTTP1Protocol): the request whose response goes out
+        self.parsing: RequestResponseCycle | None = None  # the last request whose head ended
         # reading_stopped: after Connection: close, an upgrade, EOF or an error; queued_error:
         # to answer once the responses before it are out; error_status: a callback's refusal
         self.driving = self.reading_stopped = False
@@ -94,7 +95,7 @@ class HttpToolsProtocol(HTTPProtocol):
         self.content_length: bytes | None = None
         self.messages = 0
         self.on_message_begin()
-        self.phase, self.messages = IDLE, 0
+        self.phase, self.messages = NO_MESSAGE, 0
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
@@ -114,15 +115,17 @@ class HttpToolsProtocol(HTTPProtocol):
         try:
             self.parser.feed_data(data)  # the callbacks below run inside feed_data
         except httptools.HttpParserUpgrade as exc:  # the upgrade request was parsed
-            self.upgrade(data[exc.args[0]:])
+            cycle = self.parsing
+            if cycle is not None and self.cycle is None and list(self.pipeline) == [cycle]:
+                self.handle_upgrade(cycle.scope, data[exc.args[0]:])  # the only one in flight
         except httptools.HttpParserError as exc:
             if not self.reading_stopped:  # else llhttp refused bytes after Connection: close
                 if status := self.status_for(exc, data, phase, messages):
                     self.refuse(status)
-        if self.phase != IDLE and not self.reading_stopped:
+        if self.phase != NO_MESSAGE and not self.reading_stopped:
             self.watch(data, phase, messages)
         if self.pipeline:
-            if self.running is None:
+            if self.cycle is None:
                 self.drive()
             else:  # RFC 9112 §9.3.2: answered in order; read no more while they wait
                 self.flow.pause_reading()
@@ -130,58 +133,39 @@ class HttpToolsProtocol(HTTPProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        self.reading_stopped = True
-        self.pipeline.clear()
-        if self.running is not None:
-            self.running.disconnect()
+        self.stop_reading()
 
     def shutdown(self) -> None:
         """Close now if idle; else finish the request in flight (and its body) with
         Connection: close, reading no other request."""
         self.pipeline.clear()  # their apps never ran
-        running = self.running
-        if running is None:
+        cycle = self.cycle
+        if cycle is None:
             return self.transport.close()
-        running.framer.keep_alive = False
-        if not (running is self.cycle and self.phase == BODY):
+        cycle.framer.keep_alive = False
+        if not (cycle is self.parsing and self.phase == IN_BODY):
             self.reading_stopped = True
 
     def on_timeout(self, kind: str) -> None:
         """``idle``: close when nothing is in flight; a slow ``head`` or ``body``: 408 (RFC
         9110 §15.5.9), or a close when the response already began."""
         if kind == "idle":
-            if self.running is None and not self.pipeline and self.phase == IDLE:
+            if self.cycle is None and not self.pipeline and self.phase == NO_MESSAGE:
                 super().on_timeout(kind)
-        elif kind == "body" and self.phase == BODY and self.flow.read_paused:
+        elif kind == "body" and self.phase == IN_BODY and self.flow.read_paused:
             self.deadline.set("body", self.config.timeout_body)  # we paused, not the client
-        elif self.phase == (HEAD if kind == "head" else BODY):
+        elif self.phase == (IN_HEAD if kind == "head" else IN_BODY):
             self.refuse(408)
 
-    def send_error(self, status: int) -> None:
-        """Answer ``status`` with Connection: close, then close (RFC 9112 §9.6); only close
-        when part of the running response is on the wire."""
+    def stop_reading(self) -> None:
         self.reading_stopped = True
-        self.pipeline.clear()
-        cycle, self.running = self.running, None
-        if self.transport.is_closing():
-            return
-        if cycle is not None:
-            cycle.disconnect()  # its app, if still running, sees http.disconnect
-            if self.access_log and not cycle.framer.head_sent:
-                log_access(self.client, cycle.scope, status)
-        if cycle is None or not cycle.framer.head_sent:
-            head = cycle is not None and cycle.framer.head_request
-            self.transport.write(http1.error_response(status, self.state.default_headers_bytes,
-                                                      head=head))
-            self.lingering_close()  # a client still sending reads the answer, not a reset
-            return
-        self.transport.close()
+        self.pipeline.clear()  # their apps never ran
 
     # Parser callbacks, in wire order
 
     # --8<-- [start:head_callbacks]
     def on_message_begin(self) -> None:
-        self.phase, self.url, self.headers, self.hosts = HEAD, b"", [], []
+        self.phase, self.url, self.headers, self.hosts = IN_HEAD, b"", [], []
         self.messages += 1
         self.head_seen = self.body_size = self.framing = 0
         self.te = self.content_length = None
@@ -201,7 +185,7 @@ class HttpToolsProtocol(HTTPProtocol):
         headers.append((name, value))
         if len(headers) > self.max_headers:
             self.stop_parsing(431)  # RFC 6585 §5 (the size of the head: on_headers_complete)
-        if self.phase == BODY:  # a trailer field (RFC 9112 §7.1.2): its section is limited too
+        if self.phase == IN_BODY:  # a trailer field (RFC 9112 §7.1.2): its section is limited too
             self.trailer_size += len(name) + len(value) + 4
             if self.trailer_size > self.max_header_size:
                 self.stop_parsing(431)
@@ -251,18 +235,18 @@ class HttpToolsProtocol(HTTPProtocol):
         # RFC 9110 §10.1.1: 100 (Continue) only when a body is expected, and never to 1.0.
         expect = self.expect and version == "1.1" and (
             te is not None or self.content_length not in (None, b"0"))
-        self.cycle = cycle = RequestResponseCycle(
+        self.parsing = cycle = RequestResponseCycle(
             self, scope, ResponseFramer(method == "HEAD", version == "1.0", keep_alive), expect)
         self.pipeline.append(cycle)
         if te is not None:  # a chunk-size line comes first
             self.framing, self.line_bytes = CHUNK_LINE_LIMIT, 0
-        self.phase = BODY
+        self.phase = IN_BODY
         self.headers = []  # trailers, if any, land here and are dropped
         self.trailer_size = 0
 
     # --8<-- [start:body_callbacks]
     def on_body(self, body: bytes) -> None:
-        cycle = self.cycle
+        cycle = self.parsing
         assert cycle is not None
         self.framing = 0  # chunk data, not a line
         self.body_size += len(body)
@@ -277,12 +261,12 @@ class HttpToolsProtocol(HTTPProtocol):
             cycle.wake()
 
     def on_message_complete(self) -> None:
-        cycle = self.cycle
+        cycle = self.parsing
         assert cycle is not None
         cycle.more_body = False
         if cycle.waiter is not None:
             cycle.wake()
-        self.phase = IDLE
+        self.phase = NO_MESSAGE
         if not cycle.framer.keep_alive:
             self.reading_stopped = True  # RFC 9112 §9.6: the last request on this connection
     # --8<-- [end:body_callbacks]
@@ -310,41 +294,48 @@ class HttpToolsProtocol(HTTPProtocol):
         if isinstance(exc, httptools.HttpParserInvalidMethodError):
             # RFC 9110 §9.1: an unknown method 501, one that is no token 400 (readable here
             # only when this slice began the request).
-            if phase == IDLE and self.messages == messages + 1:
+            if phase == NO_MESSAGE and self.messages == messages + 1:
                 method, space, _ = data.lstrip(b"\r\n").partition(b" ")
                 if space and http1.is_token(method):
                     return 501
             return 400
-        if str(exc) == H2_PREFACE:
-            return 0 if self.h2_preface(data) else 505
+        if str(exc) == H2_PREFACE and self.messages == 1:  # the connection's first bytes
+            # (the slices before this one held the preface's first head_seen bytes)
+            seen = http1.H2_PREFACE_BYTES[:self.head_seen]
+            return 0 if self.handle_upgrade(None, seen + data) else 505
         return 400
 
-    def h2_preface(self, data: bytes) -> bool:
-        """llhttp saw HTTP/2's preface (RFC 9113 §3.4) in ``data``. toy-httptools speaks
-        HTTP/1.1 only and answers 505 (False); toy-h2's subclass takes the connection (True)."""
-        return False
+    # --8<-- [start:handle_upgrade]
+    def handle_upgrade(self, scope: Scope | None, data: bytes) -> bool:
+        """The one hook for handing this connection to another protocol; True when it did.
 
-    def upgrade(self, rest: bytes) -> None:
-        """An ``Upgrade`` request was parsed, ``rest`` came after it. Ignored here (RFC 9110
-        §7.8 lets a server: it is answered as HTTP/1.1, then the connection closes, ``rest``
-        dropped); toy-h2's subclass takes ``h2c``."""
+        Called with ``scope``, the request's, when llhttp parsed a request asking ``Upgrade``
+        (RFC 9110 §7.8) that is the only one in flight, ``data`` the bytes after it; and with
+        ``scope`` None when the connection opens with HTTP/2's preface (RFC 9113 §3.4: built to
+        fail as an HTTP/1.1 request), ``data`` the preface and what followed. toy-httptools
+        speaks HTTP/1.1 only: False, so an Upgrade is answered as HTTP/1.1 (then the
+        connection closes, ``data`` unread) and the preface gets 505. A subclass that takes the
+        connection calls ``stop_reading()`` and ``switch_protocol(new, data)`` (toy-h2: h2c
+        and prior knowledge); bytes read after ``data`` go to the new protocol too.
+        """
+        return False
+    # --8<-- [end:handle_upgrade]
 
     def refuse(self, status: int) -> None:
         """Read nothing more, and ``send_error(status)`` once the responses queued before
         this request are out (RFC 9112 §9.3.2, §6.3)."""
         self.reading_stopped = True
-        if self.phase == BODY:  # the bad bytes were the body of self.cycle
-            cycle = self.cycle
-            if cycle is self.running:
-                self.phase = IDLE
-                self.send_error(status)
-                return
+        if self.phase == IN_BODY:  # the bad bytes were the body of self.parsing
+            cycle = self.parsing
+            if cycle is self.cycle:
+                self.phase = NO_MESSAGE
+                return self.send_error(status)
             if cycle in self.pipeline:  # its app never ran: drop it and those after it
                 while self.pipeline.pop() is not cycle:
                     pass
-        self.phase = IDLE
+        self.phase = NO_MESSAGE
         self.queued_error = status
-        if self.running is None and not self.driving:
+        if self.cycle is None and not self.driving:
             self.drive()
 
     def watch(self, data: bytes, phase: int, messages: int) -> None:
@@ -353,13 +344,13 @@ class HttpToolsProtocol(HTTPProtocol):
         the limit). A chunked body: the chunk-size line or trailer field open after the slice's
         last LF may not outgrow ``framing`` (RFC 9112 §7.1)."""
         size = len(data)
-        if self.phase == HEAD:
-            if phase != BODY and self.messages == messages + (phase == IDLE):  # all head
+        if self.phase == IN_HEAD:
+            if phase != IN_BODY and self.messages == messages + (phase == NO_MESSAGE):  # all head
                 self.head_seen += size
                 if self.head_seen > self.max_header_size:
                     self.refuse(431)
                     return
-            if phase != HEAD or self.messages != messages:  # this head began in this slice
+            if phase != IN_HEAD or self.messages != messages:  # this head began in this slice
                 self.deadline.set("head", self.config.timeout_headers)
             return
         self.deadline.set("body", self.config.timeout_body)  # inactivity: moved each slice
@@ -375,14 +366,14 @@ class HttpToolsProtocol(HTTPProtocol):
     def drive(self) -> None:
         """Run queued cycles in order; when none is left, answer a queued error or go idle."""
         self.driving = True
-        while self.running is None and self.pipeline:
-            cycle = self.running = self.pipeline.popleft()
+        while self.cycle is None and self.pipeline:
+            cycle = self.cycle = self.pipeline.popleft()
             if self.config.limit_concurrency is not None and at_concurrency_limit(self.state):
                 self.driving = False
                 return self.send_error(503)  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
             cycle.start_task(self.app)
         self.driving = False
-        if self.running is not None:
+        if self.cycle is not None:
             if self.pipeline:
                 self.flow.pause_reading()  # RFC 9112 §9.3.2: answer in order, read no further
         elif self.transport.is_closing():
@@ -392,100 +383,43 @@ class HttpToolsProtocol(HTTPProtocol):
         elif not self.reading_stopped:
             if self.flow.read_paused:
                 self.flow.resume_reading()
-            if self.phase == IDLE:
+            if self.phase == NO_MESSAGE:
                 self.deadline.set("idle", self.config.timeout_keep_alive)
     # --8<-- [end:drive]
 
 
-# ------------------------------------------------------------------------------ ASGI interface
+    # --- ASGI interface: what the shared RequestResponseCycle (toyservers.http1_cycle) asks
+    # of this protocol; its framer is http1.ResponseFramer, the response framed by hand.
 
-
-class RequestResponseCycle(asgi.RequestResponseCycle):
-    """One request and its response: ``send`` and the two hooks of the base's ``receive``."""
-
-    protocol: HttpToolsProtocol
-    __slots__ = ("transport", "framer")
-
-    def __init__(self, protocol: HttpToolsProtocol, scope: Scope, framer: ResponseFramer,
-                 expect_100: bool) -> None:
-        super().__init__(protocol, scope, expect_100)
-        self.transport = protocol.transport
-        self.framer = framer  # frames the response; its keep_alive: the connection goes on
-
-    def write_continue(self) -> None:
-        if not self.framer.head_sent:
-            self.transport.write(http1.CONTINUE_100)
-
-    def resume_reading(self) -> None:
-        if not self.protocol.pipeline:  # else the pipelined requests hold reading paused
-            self.protocol.flow.resume_reading()
-
-    # --8<-- [start:send]
-    async def send(self, message: Message) -> None:
-        protocol = self.protocol
-        if protocol.flow.write_paused and not self.disconnected:
-            await protocol.flow.drain()
-        if self.disconnected:
-            raise ClientDisconnected  # ASGI HTTP spec 2.4: send() on a closed connection
-        kind = message["type"]
-        framer = self.framer
-        if not self.response_started:
-            if kind != "http.response.start":
-                raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            # Checked before anything is marked or written: a mistake here still gets a 500.
-            state = protocol.state
-            framer.start(message["status"], message.get("headers", ()),
-                         state.default_headers, state.default_headers_bytes)
-            self.response_started = True
-            if protocol.access_log:
-                log_access(protocol.client, self.scope, framer.status)
-            return
-        if kind != "http.response.body" or self.response_complete:
-            raise RuntimeError(f"unexpected {kind!r} after the response head")
-        more_body = message.get("more_body", False)
-        if self.more_body and not framer.head_sent and http1.unread_body_closes(
-                self.expect_100, None if protocol.te is not None or protocol.content_length is None
-                else int(protocol.content_length) - protocol.body_size):
-            framer.keep_alive = False  # RFC 9112 §9.3: the rest is too much, or may never come
-        data = framer.body(message.get("body", b""), more_body)  # the head leaves with it
-        if data:
-            self.transport.write(data)
-        if not more_body:
-            if framer.remaining and framer.short:  # skip the property call when all was sent
-                raise http1.ResponseError("response body shorter than its Content-Length")
-            self.complete()
-    # --8<-- [end:send]
-
-    def complete(self) -> None:
+    def on_response_complete(self) -> None:
         """The response is out: close if it was the last one, then let the next one run (a body
         the app left unread is read and dropped first: ``on_body``)."""
-        self.response_complete = True
-        if self.waiter is not None:
-            self.wake()
-        protocol = self.protocol
-        if not self.framer.keep_alive:
-            protocol.reading_stopped = True
-            protocol.pipeline.clear()
-            self.transport.close()
-        if protocol.running is self:
-            protocol.running = None
-            if not protocol.driving:
-                protocol.drive()
+        cycle = self.cycle
+        assert cycle is not None
+        if not cycle.framer.keep_alive:
+            self.stop_reading()
+            self.lingering_close()
+        self.cycle = None
+        if not self.driving:
+            self.drive()
+
+    def resume_reading(self) -> None:
+        if not self.pipeline:  # else the pipelined requests hold reading paused
+            self.flow.resume_reading()
+
+    def unread_body(self) -> int | None:
+        if self.te is not None or self.content_length is None:
+            return None
+        return int(self.content_length) - self.body_size
 
 
-# ------------------------------------------------------------------------------------- serve
+# --- Serving ----------------------------------------------------------------------------------
 
 
-async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
-                ready: Callable[[tuple[str, int]], object] | None = None,
-                shutdown: asyncio.Event | None = None) -> None:
-    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM); the arguments and errors
-    are ``toyservers._server.serve_protocol``'s."""
-    await serve_protocol(HttpToolsProtocol, app, config, sock=sock, ready=ready,
-                         shutdown=shutdown, name="toy-httptools")
-
-
-# --------------------------------------------------------------------------------------- run
+async def serve(app: ASGIApp, config: Config, **options: Any) -> None:
+    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM). The options (``sock``,
+    ``ready``, ``shutdown``, ``stop_accepting``) and the errors are ``serve_protocol``'s."""
+    await serve_protocol(HttpToolsProtocol, app, config, name="toy-httptools", **options)
 
 
 def run(app: ASGIApp, config: Config) -> None:

@@ -26,16 +26,15 @@ parsing this module does by hand).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import socket
-from collections.abc import Callable
+from typing import Any
 
-from toyservers import access_log, asgi, http1
-from toyservers._server import HTTPProtocol, run_server, serve_protocol
-from toyservers._types import ASGIApp, Message, Scope
+from toyservers import asgi, http1
+from toyservers._server import run_server, serve_protocol
+from toyservers._types import ASGIApp
 from toyservers.config import Config
-from toyservers.flow_control import HIGH_WATER_LIMIT
+from toyservers.http1 import HIGH_WATER_LIMIT
+from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
 from toyservers.http1_parser import (
     BadRequest,
     ChunkedDecoder,
@@ -47,35 +46,30 @@ from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
-# --8<-- [start:constants]
-# ---------------------------------------------------------------------------------- constants
+# --- Constants ------------------------------------------------------------------------------
 
-LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
-# Deadline kinds: one timer per connection, its meaning depends on what we are waiting for.
-IDLE, HEAD, BODY, LINGER = "idle", "head", "body", "linger"
+# --8<-- [start:constants]
 # Connection phases: reading a head; reading a body; body read, response in flight; closed.
-READ_HEAD, READ_BODY, WAIT_RESPONSE, CLOSED = "head", "body", "wait", "closed"
+READ_HEAD, READ_BODY, WAIT_RESPONSE, CLOSED = "read head", "read body", "wait", "closed"
 # --8<-- [end:constants]
 
 
-# -------------------------------------------------------------------------- Protocol interface
+# --- Protocol interface ---------------------------------------------------------------------
 # Counts such as "132.4k -> 129.7k" beside a speed trick: instructions per POST/JSON request of
 # `bench layers` on a keep-alive connection with uvloop, under valgrind --tool=callgrind.
 
 
-class RawHTTPProtocol(HTTPProtocol):
+class RawHTTPProtocol(HTTP1Protocol):
     """One HTTP/1.1 connection: parses requests by hand and runs one RequestResponseCycle each
-    (``HTTPProtocol`` does the connection's bookkeeping, flow control and deadline)."""
+    (``HTTP1Protocol``: the cycle and the close path; ``HTTPProtocol``: the bookkeeping, flow
+    control and deadline)."""
 
-    __slots__ = ("access_log", "buffer", "phase", "cycle", "body_remaining", "body_received",
-                 "decoder", "eof")
+    __slots__ = ("buffer", "phase", "body_remaining", "body_received", "decoder", "eof")
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
-        self.access_log = access_log.enabled(self.config)
         self.buffer = bytearray()
         self.phase = READ_HEAD
-        self.cycle: RequestResponseCycle | None = None
         self.body_remaining = 0  # Content-Length bytes still to read
         self.body_received = 0  # chunked body bytes read so far (for max_body_size)
         self.decoder: ChunkedDecoder | None = None
@@ -83,7 +77,7 @@ class RawHTTPProtocol(HTTPProtocol):
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
-        if self.phase is CLOSED:  # lingering close: read and drop until the client closes
+        if self.phase is CLOSED:  # the connection is ending: no further request is read
             return
         self.buffer += data  # the keep-alive deadline ends: _read_head starts the head's or clears
         self._parse_buffer()
@@ -98,15 +92,15 @@ class RawHTTPProtocol(HTTPProtocol):
             elif self.phase is READ_BODY:
                 self._read_body()
         except BadRequest as exc:
-            self.send_error(exc.status, exc.reason)
+            logger.debug("%d to %s: %s", exc.status, self.client, exc.reason)
+            self.send_error(exc.status)
         except http1.BadTarget as exc:
-            self.send_error(400, str(exc))
+            logger.debug("400 to %s: %s", self.client, exc)
+            self.send_error(400)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self.phase = CLOSED
-        if self.cycle is not None:
-            self.cycle.disconnect()
 
     def eof_received(self) -> None:
         # A FIN cannot tell "done sending" from "gone", and apps wait on http.disconnect to stop
@@ -114,12 +108,10 @@ class RawHTTPProtocol(HTTPProtocol):
         self.eof = True
 
     def shutdown(self) -> None:
-        cycle = self.cycle
-        if cycle is None or cycle.response_complete or self.phase is CLOSED:
-            self.phase = CLOSED
+        if self.phase is CLOSED:
             self.transport.close()
         else:
-            cycle.framer.keep_alive = False  # says "Connection: close" if the head is not out
+            super().shutdown()  # a head not sent yet says "Connection: close"
 
     # --8<-- [start:read_head]
     def _read_head(self) -> None:
@@ -127,8 +119,8 @@ class RawHTTPProtocol(HTTPProtocol):
         head = take_head(self.buffer, config.max_request_line, config.max_header_size,
                          config.max_headers)
         if head is None:
-            if self.deadline.kind is not HEAD:  # the deadline runs from the first byte
-                self.deadline.set(HEAD, config.timeout_headers)
+            if self.deadline.kind != "head":  # the deadline runs from the first byte
+                self.deadline.set("head", config.timeout_headers)
             return
         # The idle or head deadline ends. One clear a request, not three (and the cheaper checks
         # in on_response_complete and _next_request): 132.4k -> 129.7k
@@ -151,10 +143,11 @@ class RawHTTPProtocol(HTTPProtocol):
         if config.limit_concurrency is not None and asgi.at_concurrency_limit(self.state):
             if self.access_log:
                 asgi.log_access(self.client, scope, 503)
-            self.send_error(503, "at the concurrency limit")
+            self.send_error(503)
             return
         has_body = chunked or bool(content_length)
-        self.cycle = cycle = RequestResponseCycle(self, scope, keep_alive, expect_100 and has_body)
+        framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
+        self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100 and has_body)
         cycle.start_task(self.app)
         if has_body:
             self.phase = READ_BODY
@@ -207,7 +200,7 @@ class RawHTTPProtocol(HTTPProtocol):
             self.flow.pause_reading()
             self.deadline.clear()
         else:
-            self.deadline.set(BODY, self.config.timeout_body)
+            self.deadline.set("body", self.config.timeout_body)
     # --8<-- [end:read_body]
 
     def resume_reading(self) -> None:
@@ -217,23 +210,36 @@ class RawHTTPProtocol(HTTPProtocol):
             if self.cycle is not None and len(self.cycle.body) >= HIGH_WATER_LIMIT:
                 return
         if self.flow.resume_reading() and self.phase is READ_BODY:
-            self.deadline.set(BODY, self.config.timeout_body)
+            self.deadline.set("body", self.config.timeout_body)
 
-    def on_response_complete(self, cycle: RequestResponseCycle) -> None:
-        """Called by the cycle once its last body byte is written."""
-        if self.phase is CLOSED:
+    def stop_reading(self) -> None:
+        self.phase = CLOSED
+        self.buffer.clear()
+
+    def on_timeout(self, kind: str) -> None:
+        if kind == "idle":
+            self.phase = CLOSED
+        super().on_timeout(kind)  # idle: close silently; a slow head or body: 408
+
+    # --- ASGI interface: what the shared RequestResponseCycle (toyservers.http1_cycle) asks
+    # of this protocol; its framer is http1.ResponseFramer, the response framed by hand.
+
+    def on_response_complete(self) -> None:
+        """Close, read the next request, or read and drop the rest of an unread body."""
+        cycle = self.cycle
+        if self.phase is CLOSED or cycle is None:
             return
-        framer = cycle.framer
-        short = framer.short
-        if short:
-            logger.error("response body shorter than its Content-Length; closing")
-        if not framer.keep_alive or short or self.eof:
-            self.close()
+        if not cycle.framer.keep_alive or self.eof:
+            self.stop_reading()
+            self.lingering_close()
         elif self.phase is WAIT_RESPONSE:
             self._next_request()
         else:  # still reading a body the app did not want: keep reading, and drop it
             cycle.body = b""
             self.resume_reading()
+
+    def unread_body(self) -> int | None:
+        return None if self.decoder is not None else self.body_remaining
 
     def _next_request(self) -> None:
         self.cycle = self.decoder = None
@@ -243,117 +249,16 @@ class RawHTTPProtocol(HTTPProtocol):
         if self.buffer:
             self._parse_buffer()  # a pipelined request is already here
         else:
-            self.deadline.set(IDLE, self.config.timeout_keep_alive)
-
-    def send_error(self, status: int, reason: str = "") -> None:
-        logger.debug("%d to %s: %s", status, self.client, reason)
-        cycle = self.cycle
-        if self.phase is CLOSED:
-            return
-        if cycle is None or not cycle.framer.head_sent:
-            head = cycle is not None and cycle.scope["method"] == "HEAD"
-            self.transport.write(http1.error_response(status, self.state.default_headers_bytes,
-                                                      head=head))
-        self.close()
-
-    def close(self) -> None:
-        """Stop reading requests and close: with TCP, half-close and drop what the client still
-        sends for LINGER_SECONDS, lest its late bytes get a reset that destroys our last
-        response before it is read (RFC 9112 §9.6: servers close in stages)."""
-        self.phase = CLOSED
-        self.buffer.clear()
-        cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:
-            cycle.disconnect()
-        if self.transport.can_write_eof() and not self.eof:
-            self.transport.write_eof()
-            self.flow.resume_reading()
-            self.deadline.set(LINGER, LINGER_SECONDS)
-        else:
-            self.deadline.clear()
-            self.transport.close()
-
-    def on_timeout(self, kind: str) -> None:
-        if kind is HEAD or kind is BODY:  # RFC 9110 §15.5.9: 408 Request Timeout
-            self.send_error(408, f"timed out reading the request {kind}")
-        else:  # idle keep-alive or lingering close: close without a word
-            self.phase = CLOSED
-            super().on_timeout(kind)
+            self.deadline.set("idle", self.config.timeout_keep_alive)
 
 
-# ------------------------------------------------------------------------------ ASGI interface
+# --- Serving ----------------------------------------------------------------------------------
 
 
-class RequestResponseCycle(asgi.RequestResponseCycle):
-    """One request and its response: ``send()`` and the two hooks of ``receive()`` (the base
-    class holds the body, ``receive()`` and ``run_asgi``, and answers the app's failures)."""
-
-    __slots__ = ("transport", "flow", "framer")
-    protocol: RawHTTPProtocol
-
-    def __init__(self, protocol: RawHTTPProtocol, scope: Scope, keep_alive: bool,
-                 expect_100: bool) -> None:
-        super().__init__(protocol, scope, expect_100)
-        self.transport, self.flow = protocol.transport, protocol.flow
-        self.framer = http1.ResponseFramer(scope["method"] == "HEAD",
-                                           scope["http_version"] == "1.0", keep_alive)
-
-    def write_continue(self) -> None:
-        if not self.framer.head_sent:  # never to HTTP/1.0: see body_framing
-            self.transport.write(http1.CONTINUE_100)
-
-    def resume_reading(self) -> None:
-        self.protocol.resume_reading()  # may decode held-back chunks into self.body
-
-    # --8<-- [start:send]
-    async def send(self, message: Message) -> None:
-        if self.flow.write_paused and not self.disconnected:
-            await self.flow.drain()
-        if self.disconnected:
-            raise asgi.ClientDisconnected("the client has disconnected")
-        kind = message["type"]
-        framer = self.framer
-        if not self.response_started:
-            if kind != "http.response.start":
-                raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            # Checked now, before any byte is out (ResponseError); it leaves with the first body.
-            state = self.protocol.state
-            framer.start(message["status"], message.get("headers", ()),
-                         state.default_headers, state.default_headers_bytes)
-            self.response_started = True
-            if self.protocol.access_log:
-                asgi.log_access(self.protocol.client, self.scope, framer.status)
-            return
-        if kind != "http.response.body" or self.response_complete:
-            raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
-        more_body = message.get("more_body", False)
-        protocol = self.protocol
-        if not framer.head_sent and protocol.phase is READ_BODY and http1.unread_body_closes(
-                self.expect_100, None if protocol.decoder else protocol.body_remaining):
-            framer.keep_alive = False  # RFC 9112 §9.3: the rest is too much, or may never come
-        data = framer.body(message.get("body", b""), more_body)
-        if data:
-            self.transport.write(data)
-        if not more_body:
-            self.response_complete = True
-            if self.waiter is not None:  # a receive() waits for the disconnect
-                self.wake()
-            self.protocol.on_response_complete(self)
-    # --8<-- [end:send]
-
-
-# ------------------------------------------------------------------------------------- serve
-
-
-async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,
-                ready: Callable[[tuple[str, int]], object] | None = None,
-                shutdown: asyncio.Event | None = None) -> None:
-    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM); see ``serve_protocol``."""
-    await serve_protocol(RawHTTPProtocol, app, config, sock=sock, ready=ready,
-                         shutdown=shutdown, name="toy-raw")
-
-
-# --------------------------------------------------------------------------------------- run
+async def serve(app: ASGIApp, config: Config, **options: Any) -> None:
+    """Serve ``app`` until ``shutdown`` is set (or SIGINT/SIGTERM). The options (``sock``,
+    ``ready``, ``shutdown``, ``stop_accepting``) and the errors are ``serve_protocol``'s."""
+    await serve_protocol(RawHTTPProtocol, app, config, name="toy-raw", **options)
 
 
 def run(app: ASGIApp, config: Config) -> None:

@@ -123,7 +123,7 @@ class WorkerState:
 def _asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socket,
                  me: WorkerState, interval: float) -> None:
     shutdown = asyncio.Event()
-    servers: list[asyncio.AbstractServer] = []  # the one serve() creates
+    stop_accepting = asyncio.Event()  # every server's serve() closes its listener on it
 
     def graceful() -> None:
         # The server's shutdown stops accepting and closes idle connections at once: one
@@ -131,8 +131,7 @@ def _asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.sock
         # client. So stop accepting first, answer what comes on the open connections for
         # DRAIN seconds with Connection: close, and only then shut down.
         me.retiring = True
-        for server in servers:
-            server.close()
+        stop_accepting.set()
         asyncio.get_running_loop().call_later(DRAIN, shutdown.set)
 
     async def counted(scope: Any, receive: Any, send: Any) -> None:
@@ -166,19 +165,12 @@ def _asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.sock
                 graceful()
             loop.call_later(interval, beat)
 
-        create_server = loop.create_server
-
-        async def recording(*args: Any, **kwargs: Any) -> asyncio.Server:
-            servers.append(server := await create_server(*args, **kwargs))
-            return server
-
-        loop.create_server = recording  # type: ignore[method-assign]  # see graceful()
         loop.add_signal_handler(signal.SIGTERM, graceful)
         loop.add_signal_handler(signal.SIGINT, quick)
         loop.add_signal_handler(signal.SIGQUIT, quick)
         beat()
         await module.serve(counted, config, sock=sock, shutdown=shutdown,
-                           ready=lambda address: me.notify(b"R"))
+                           stop_accepting=stop_accepting, ready=lambda address: me.notify(b"R"))
 
     with asyncio.Runner(loop_factory=new_event_loop_factory(config.loop)) as runner:
         runner.run(main())

@@ -1,6 +1,6 @@
 """One toy-h2 connection in memory: the server's protocol on a mock transport, an h2 client.
 
-``H2Harness`` puts toy-h2's ``H2Protocol`` (or, with ``http1=True``, the ``HTTP1Protocol`` every
+``H2Harness`` puts toy-h2's ``H2Protocol`` (or, with ``http1=True``, the ``HTTP1ToH2Protocol`` every
 cleartext connection starts on) on a ``SwitchingTransport`` and a ``FakeClockLoop``, and talks
 to it with an ``h2.connection.H2Connection`` client: no socket, no waiting. ``pump()`` moves
 bytes both ways and lets the loop run until both sides are quiet, and returns the client's new
@@ -22,7 +22,7 @@ from hyperframe.frame import Frame
 
 from tests.support.mock import FakeClockLoop, MockTransport
 from toyservers.config import Config
-from toyservers.h2_server import H2Protocol, HTTP1Protocol
+from toyservers.h2_server import H2Protocol, HTTP1ToH2Protocol
 from toyservers.state import ServerState
 
 T = TypeVar("T")
@@ -67,7 +67,7 @@ class H2Harness:
         self.loop = loop
         self.state = ServerState(app, Config(**config), {})
         self.transport = SwitchingTransport()
-        protocol_class = HTTP1Protocol if http1 else H2Protocol
+        protocol_class = HTTP1ToH2Protocol if http1 else H2Protocol
         protocol = self.call(lambda: protocol_class(self.state))
         self.transport.set_protocol(protocol)
         self.call(lambda: protocol.connection_made(self.transport))

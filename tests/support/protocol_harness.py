@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from tests.support.mock import FakeClockLoop, MockTransport
-from toyservers._server import HTTPProtocol
 from toyservers.config import Config
 from toyservers.h11_server import H11Protocol
 from toyservers.httptools_server import HttpToolsProtocol
+from toyservers.protocol import HTTPProtocol
 from toyservers.raw_asyncio import RawHTTPProtocol
 from toyservers.state import ServerState
 

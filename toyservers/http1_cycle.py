@@ -1,0 +1,234 @@
+"""The one HTTP/1.1 request cycle and close path of the asyncio toy servers.
+
+toy-raw (parsed by hand), toy-httptools (llhttp) and toy-h11 (h11) differ in how they parse
+and move bytes; how an app's response reaches the wire, and how a connection ends on an
+error, is written here once:
+
+- ``RequestResponseCycle``: one request and its response, over a *framer* that turns the
+  app's messages into bytes (``http1.ResponseFramer`` by hand, or ``h11_checks.H11Framer``
+  through h11). ``frame()`` is the ASGI side of ``send()``: message order, the access log, the
+  body the client has not sent yet (RFC 9112 §9.3), the end of the response; ``send()``
+  waits while the client reads slowly (``FlowControl.drain``), then writes. toy-anyio, on
+  anyio streams, reuses ``frame()`` and awaits its own write.
+- ``HTTP1Protocol``: the base of the three servers' protocol classes, with the one error
+  answer, ``send_error(status)`` (HEAD-aware, then one lingering close: RFC 9112 §9.6), the
+  deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9) and ``shutdown()``. A
+  server implements ``on_response_complete()`` (the response is out: close, or read the next
+  request), ``resume_reading()`` (the app wants more body), ``unread_body()`` (the declared
+  request body still to come) and, where it keeps parser state, ``stop_reading()``.
+
+Spec: ASGI HTTP spec 2.4 (https://asgi.readthedocs.io/en/latest/specs/www.html): the
+response events, "send() on a closed connection" raising an ``OSError`` subclass; RFC 9112
+§9.3 (persistence), §9.6 (tear-down); RFC 9110 §10.1.1 (Expect), §15.5.9 (408).
+
+Compare with: uvicorn/protocols/http/httptools_impl.py and h11_impl.py (``RequestResponseCycle
+.send``, ``send_400_response``, ``on_response_complete``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Protocol
+
+from toyservers import access_log, asgi, http1
+from toyservers._types import Headers, Message, Scope
+from toyservers.asgi import ClientDisconnected, log_access
+from toyservers.protocol import HTTPProtocol
+from toyservers.state import ServerState
+
+logger = logging.getLogger("toyservers.error")
+
+
+class Framer(Protocol):
+    """What the cycle needs of a response framer (``http1.ResponseFramer``,
+    ``h11_checks.H11Framer``): check and hold the head, then bytes for each body message."""
+
+    keep_alive: bool  # False once this response must end the connection
+    head_sent: bool  # the head left with the first body message
+    head_request: bool  # the request was HEAD: no content (RFC 9110 §9.3.2)
+    status: int
+
+    def start(self, status: object, headers: Iterable[tuple[bytes, bytes]],
+              default_headers: Headers, framed_defaults: bytes | None = None) -> None: ...
+
+    def body(self, body: bytes, more_body: bool) -> bytes: ...
+
+    @property
+    def short(self) -> bool: ...
+
+    def continue_bytes(self) -> bytes: ...
+
+
+class ErrorAnswerer(asgi.ServerProtocol, Protocol):
+    """What ``error_answer`` needs of a connection, besides the ASGI side's."""
+
+    access_log: bool
+
+
+def error_answer(connection: ErrorAnswerer, cycle: RequestResponseCycle | None,
+                 status: int) -> bytes:
+    """The whole error response for ``status`` (``http1.error_response``: HEAD-aware, RFC 9110
+    §9.3.2, with ``Connection: close``), logged like any response; b"" once a byte of
+    ``cycle``'s response is out: no valid answer is left, only closing. toy-anyio writes it
+    in its own I/O model; ``HTTP1Protocol.send_error`` here."""
+    if cycle is not None and cycle.framer.head_sent:
+        return b""
+    if cycle is not None and connection.access_log and not cycle.response_started:
+        log_access(connection.client, cycle.scope, status)
+    head = cycle is not None and cycle.framer.head_request
+    return http1.error_response(status, connection.state.default_headers_bytes, head=head)
+
+
+# --- Protocol interface ----------------------------------------------------------------------
+
+
+class HTTP1Protocol(HTTPProtocol):
+    """The base of an HTTP/1.1 protocol class: ``cycle`` (the request whose response goes
+    out, or None) and the one close path. See the module docstring for what a subclass adds."""
+
+    __slots__ = ("cycle", "access_log")
+
+    def __init__(self, state: ServerState) -> None:
+        super().__init__(state)
+        self.cycle: RequestResponseCycle | None = None
+        self.access_log = access_log.enabled(state.config)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.cycle is not None:
+            self.cycle.disconnect()  # receive() says http.disconnect, send() raises
+
+    # --8<-- [start:send_error]
+    def send_error(self, status: int) -> None:
+        """Answer ``status`` with ``Connection: close`` and close in stages
+        (``lingering_close``); when part of a response is on the wire already, no valid answer
+        is left: just close. The app still running sees ``http.disconnect``."""
+        self.stop_reading()
+        cycle = self.cycle
+        if cycle is not None:
+            cycle.disconnect()
+        if self.transport.is_closing():
+            return
+        if answer := error_answer(self, cycle, status):
+            self.transport.write(answer)
+            self.lingering_close()  # a client still sending reads the answer, not a reset
+        else:
+            self.transport.close()
+    # --8<-- [end:send_error]
+
+    def stop_reading(self) -> None:
+        """Parse no further request: the connection is ending (a subclass with parser state
+        drops it here)."""
+
+    def on_timeout(self, kind: str) -> None:
+        """``idle``: close silently (RFC 9112 §9.5). A head or body that came too slowly gets
+        408 (RFC 9110 §15.5.9), then the connection closes."""
+        if kind == "idle":
+            super().on_timeout(kind)
+        else:
+            self.send_error(408)
+
+    def shutdown(self) -> None:
+        """Close now if no response is in flight, else after it: a head not sent yet says
+        ``Connection: close`` (RFC 9112 §9.6)."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            self.transport.close()
+        else:
+            cycle.framer.keep_alive = False
+
+    def on_response_complete(self) -> None:
+        """The last body byte of ``cycle``'s response is written: close, or go on to the next
+        request (after reading and dropping what is left of an unread body)."""
+        raise NotImplementedError
+
+    def resume_reading(self) -> None:
+        """The app's ``receive()`` wants more body than has come: let the client send it."""
+        raise NotImplementedError
+
+    def unread_body(self) -> int | None:
+        """Request body bytes declared (Content-Length) and not received yet; None when the
+        body is chunked (its size is unknown)."""
+        raise NotImplementedError
+
+
+# --- ASGI interface --------------------------------------------------------------------------
+
+
+class RequestResponseCycle(asgi.RequestResponseCycle):
+    """One request and its response on an HTTP/1.1 connection (``asgi.RequestResponseCycle``
+    holds the request body, ``receive()``, ``run_asgi`` and the failure policy)."""
+
+    __slots__ = ("framer",)
+    protocol: HTTP1Protocol
+
+    def __init__(self, protocol: HTTP1Protocol, scope: Scope, framer: Framer,
+                 expect_100: bool) -> None:
+        super().__init__(protocol, scope, expect_100)
+        self.framer = framer
+
+    def write_continue(self) -> None:
+        if data := self.framer.continue_bytes():
+            self.protocol.transport.write(data)
+
+    def resume_reading(self) -> None:
+        self.protocol.resume_reading()
+
+    def send_error(self, status: int) -> None:
+        self.protocol.send_error(status)
+
+    # --8<-- [start:send]
+    async def send(self, message: Message) -> None:
+        """Write what ``frame`` makes of ``message``, once the client has read what was
+        written before (backpressure). Raises ClientDisconnected once the client is gone, and
+        what ``frame`` raises."""
+        protocol = self.protocol
+        if protocol.flow.write_paused and not self.disconnected:
+            await protocol.flow.drain()
+        if self.disconnected:
+            raise ClientDisconnected("the client has disconnected")
+        data = self.frame(message)
+        if data:
+            protocol.transport.write(data)
+        if self.response_complete:
+            protocol.on_response_complete()
+    # --8<-- [end:send]
+
+    # --8<-- [start:frame]
+    def frame(self, message: Message) -> bytes:
+        """The bytes to write for one ``send(message)``: b"" for ``http.response.start`` (the
+        head leaves with the first body, so a small response is one write).
+
+        Sets ``response_started`` and ``response_complete`` (waking a ``receive()`` that waits
+        for the disconnect). Raises http1.ResponseError for what ``check_response`` refuses or
+        a body that breaks its Content-Length, RuntimeError for a message out of order.
+        """
+        kind = message["type"]
+        framer = self.framer
+        if not self.response_started:
+            if kind != "http.response.start":
+                raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
+            # Checked before anything is marked or written: a mistake here still gets a 500.
+            state = self.protocol.state
+            framer.start(message["status"], message.get("headers", ()),
+                         state.default_headers, state.default_headers_bytes)
+            self.response_started = True
+            if self.protocol.access_log:
+                log_access(self.protocol.client, self.scope, framer.status)
+            return b""
+        if kind != "http.response.body" or self.response_complete:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
+        more_body = message.get("more_body", False)
+        if self.more_body and not framer.head_sent and http1.unread_body_closes(
+                self.expect_100, self.protocol.unread_body()):
+            framer.keep_alive = False  # RFC 9112 §9.3: the rest is too much, or may never come
+        data = framer.body(message.get("body", b""), more_body)
+        if not more_body:
+            if framer.short:  # RFC 9112 §6.3: the client would wait for bytes never sent
+                raise http1.ResponseError("response body shorter than its Content-Length")
+            self.response_complete = True
+            if self.waiter is not None:  # a receive() waits for the disconnect
+                self.wake()
+        return data
+    # --8<-- [end:frame]
