@@ -469,16 +469,26 @@ def test_hpack_bomb_is_bounded(loop: FakeClockLoop) -> None:
 
 
 def test_max_concurrent_streams_is_advertised_and_enforced(loop: FakeClockLoop) -> None:
-    h = H2Harness(loop, disconnect_waiter)
+    """RFC 9113 §5.1.2: a stream past the limit is a stream error (REFUSED_STREAM); the
+    streams in flight go on."""
+    gate = asyncio.Event()
+    h = H2Harness(loop, gated(gate, Recorder()))
     assert h.client.remote_settings.max_concurrent_streams == http2.MAX_CONCURRENT_STREAMS
     assert h.client.remote_settings.max_header_list_size == h.state.config.max_header_size
     encoder = hpack.Encoder()
-    frames = [HeadersFrame(1 + 2 * n, encoder.encode([
+    limit = http2.MAX_CONCURRENT_STREAMS
+    h.send_frames(HeadersFrame(1 + 2 * n, encoder.encode([
         (b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b":authority", b"a")]),
-        flags=["END_HEADERS"]) for n in range(http2.MAX_CONCURRENT_STREAMS + 1)]
-    h.send_frames(frames)
-    h.pump()
-    assert h.transport.closed and [code for code, _ in h.goaways] == [ErrorCodes.PROTOCOL_ERROR]
+        flags=["END_HEADERS", "END_STREAM"]) for n in range(limit + 1))
+    h.spin()
+    frames = split_frames(h.transport.take())
+    assert [(sid, int.from_bytes(payload, "big")) for kind, sid, payload, _ in frames
+            if kind == RST_STREAM] == [(1 + 2 * limit, ErrorCodes.REFUSED_STREAM)]
+    h.call(gate.set)
+    h.spin()
+    frames = split_frames(h.transport.take())
+    assert len({sid for kind, sid, _, _ in frames if kind == 0x1}) == limit  # HEADERS each
+    assert not h.transport.closed and not h.goaways
 
 
 class HalfClosingTransport(SwitchingTransport):

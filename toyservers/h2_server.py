@@ -54,6 +54,18 @@ from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
+# --------------------------------------------------------------------------------- Constants
+
+# Bytes handed to h2 per loop turn. One read can hold megabytes (uvloop reads all the socket
+# has) and h2 parses all it is given in one call, so a flooding connection held the loop for
+# seconds; a slice of 64 KiB is four full DATA frames, a few ms of parsing at worst.
+MAX_FEED = 65536
+# What h2 enforces of MAX_CONCURRENT_STREAMS once our SETTINGS are out: nothing, since it
+# would end the whole connection (TooManyStreamsError); on_request refuses the stream instead.
+SETTINGS = {SettingCodes.MAX_CONCURRENT_STREAMS: http2.MAX_CONCURRENT_STREAMS,
+            SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: 16384}
+UNENFORCED = {**SETTINGS, SettingCodes.MAX_CONCURRENT_STREAMS: 2**31 - 1}
+
 # -------------------------------------------------------------------------- Protocol interface
 
 
@@ -66,14 +78,14 @@ class H2Protocol(HTTPProtocol):
             client_side=False, header_encoding=None))
         limit = self.config.max_header_size
         self.conn.local_settings = Settings(client=False, initial_values={
-            SettingCodes.MAX_CONCURRENT_STREAMS: http2.MAX_CONCURRENT_STREAMS,
-            SettingCodes.MAX_HEADER_LIST_SIZE: limit,
-            SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: 16384})
+            **SETTINGS, SettingCodes.MAX_HEADER_LIST_SIZE: limit})
         self.conn.decoder.max_header_list_size = limit  # before the client ACKs the SETTINGS
         self.streams: dict[int, RequestResponseCycle] = {}
         self.access_log = access_log.enabled(self.config)
         self.closing = False  # GOAWAY sent: streams in flight finish, new ones are refused
         self.budget = http2.FloodBudget(self.loop.time)
+        self.scanner = http2.FrameScanner(limit)
+        self.held, self.held_at = b"", 0  # bytes read, h2 has those before held_at
 
     def connection_made(self, transport: asyncio.BaseTransport,
                         upgrade: tuple[bytes, Scope] | None = None) -> None:
@@ -90,12 +102,39 @@ class H2Protocol(HTTPProtocol):
                 return self.transport.close()
             self.transport.write(http2.SWITCHING)
             self.start_stream(1, scope, more_body=False)
+        self.conn.local_settings = Settings(client=False, initial_values={
+            **UNENFORCED, SettingCodes.MAX_HEADER_LIST_SIZE: self.config.max_header_size})
         self.flush()
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
+        if self.held_at < len(self.held):  # a read is still being fed: this one queues
+            self.held, self.held_at = self.held[self.held_at:] + data, 0
+        else:
+            self.held, self.held_at = data, 0
+            self.feed()
+
+    def feed(self) -> None:
+        """Hand h2 the next ``MAX_FEED`` bytes held; while more are held, reading stays paused
+        and the rest waits for the next loop turn, so other connections get theirs. Each
+        frame header is looked at first (``http2.FrameScanner``): a frame too large or a
+        header block too long is refused before h2 buffers it, control frames are budgeted."""
+        at = self.held_at
+        data = self.held[at:at + MAX_FEED]
+        self.held_at = at + len(data)
+        if not data:
+            return
+        if self.held_at < len(self.held):
+            self.flow.pause_reading()
+            self.loop.call_soon(self.feed)
+        elif not self.flow.write_paused:
+            self.flow.resume_reading()
         try:
+            if not self.spend(0, self.scanner.scan(data)):
+                return
             events = self.conn.receive_data(data)
+        except http2.FrameRefused as exc:
+            return self.calm(exc.reason, exc.code)
         except h2.exceptions.ProtocolError as exc:  # h2 queued a GOAWAY with the error code
             logger.debug("HTTP/2 connection error from %s: %s", self.client, exc)
             return self.close()
@@ -114,22 +153,13 @@ class H2Protocol(HTTPProtocol):
                 sid = getattr(event, "stream_id", 0)
                 for cycle in [self.streams[sid]] if sid in self.streams else self.streams.values():
                     cycle.wake_sender()
-                if kind is h2.events.RemoteSettingsChanged and not self.spend(0, 1):
-                    return
             elif kind is h2.events.StreamReset:
                 if not self.on_reset(event.stream_id):  # type: ignore[attr-defined]
                     return
-            elif kind is h2.events.PingReceived or kind is h2.events.PriorityUpdated and \
-                    getattr(event, "stream_id", 0) not in self.streams:  # not with a request
-                if not self.spend(0, 1):
-                    return
             elif kind is h2.events.ConnectionTerminated:  # the client's GOAWAY: h2 sends no
                 return self.close()  # more frames after it, so nothing in flight can finish
-        # CONTINUATION flood: h2 holds an unfinished header block of up to 64 frames (1 MiB);
-        # we let it hold no more than a header list may be (RFC 9113 §10.5.1).
-        pending = self.conn.incoming_buffer._headers_buffer
-        if pending and sum(len(f.data) for f in pending) > self.config.max_header_size:
-            return self.calm("header block too large")
+            if self.transport.is_closing():
+                return
         self.flush()
     # --8<-- [end:data_received]
 
@@ -143,12 +173,14 @@ class H2Protocol(HTTPProtocol):
         still sending reads our GOAWAY, not a reset. Apps still running see http.disconnect."""
         self.flush()
         self.deadline.close()
+        self.held, self.held_at = b"", 0
         for cycle in self.streams.values():
             cycle.disconnect()  # their sends raise ClientDisconnected
         self.lingering_close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        self.held, self.held_at = b"", 0
         for cycle in self.streams.values():
             cycle.disconnect()
         self.streams.clear()
@@ -159,7 +191,8 @@ class H2Protocol(HTTPProtocol):
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        self.flow.resume_reading()
+        if self.held_at == len(self.held):  # else feed() resumes once the held bytes are in
+            self.flow.resume_reading()
 
     def spend(self, resets: int = 0, control: int = 0) -> bool:
         """Count against the FloodBudget; past it, GOAWAY ENHANCE_YOUR_CALM and False."""
@@ -167,16 +200,19 @@ class H2Protocol(HTTPProtocol):
             self.calm(reason)
         return reason is None
 
-    def calm(self, reason: str) -> None:
+    def calm(self, reason: str, code: ErrorCodes = ErrorCodes.ENHANCE_YOUR_CALM) -> None:
         logger.warning("closing HTTP/2 connection from %s: %s", self.client, reason)
-        self.conn.close_connection(ErrorCodes.ENHANCE_YOUR_CALM)
+        self.conn.close_connection(code)
         self.close()
 
     def on_request(self, event: h2.events.RequestReceived) -> None:
-        """Check a request's pseudo-header fields, build its scope, and start its app."""
+        """Check a request's pseudo-header fields, build its scope, and start its app. A
+        stream past MAX_CONCURRENT_STREAMS is refused alone (RFC 9113 §5.1.2: a stream
+        error), and counted as a reset: it started nothing."""
         sid = event.stream_id
-        if self.closing:  # RFC 9113 §6.8: after our GOAWAY, new streams are refused
-            self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
+        if self.closing or len(self.streams) >= http2.MAX_CONCURRENT_STREAMS:
+            self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)  # §6.8: none after GOAWAY
+            self.spend(1, 0)
             return
         status, method, raw_path, query, headers = http2.request_target(
             event.headers or (), self.config.max_headers)  # pseudo-header fields taken out
@@ -273,8 +309,8 @@ class HTTP1Protocol(HttpToolsProtocol):
     def h2_preface(self, data: bytes) -> bool:
         """llhttp saw ``PRI * HTTP/2.0``: on a connection's first bytes, hand over (the
         slices before ``data`` held the preface's first ``head_seen`` bytes: llhttp checked)."""
-        if self.messages != 1:
-            return False
+        if self.messages != 1 or self.scheme == "https":  # over TLS, only ALPN picks h2
+            return False  # (RFC 9113 §3.3): HTTP/1.1 answers 505
         self.hand_over(http2.PREFACE[:self.head_seen] + data)
         return True
 
@@ -294,7 +330,8 @@ class HTTP1Protocol(HttpToolsProtocol):
         """An ``Upgrade`` request was parsed, ``rest`` came after it: take ``h2c`` when it is
         the only request in flight (RFC 7540 §3.2); anything else is answered as HTTP/1.1."""
         cycle = self.cycle
-        if cycle is None or self.running is not None or list(self.pipeline) != [cycle]:
+        if cycle is None or self.running is not None or list(self.pipeline) != [cycle] or \
+                self.scheme == "https":  # h2c is cleartext only (RFC 9113 §3.3: TLS uses ALPN)
             return
         settings, scope = http2.h2c_settings(cycle.scope), cycle.scope
         if settings is not None:  # the request, as HTTP/2 sees it (RFC 9113 §8.2.2)
@@ -376,13 +413,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if not self.response_started:
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            headers = list(message.get("headers", ()))  # HTTP/2 allows a Trailer field:
-            trailer = [h for h in headers if h[0].lower() == b"trailer"]
-            lines = http1.check_response(message["status"], [  # not hop-by-hop here
-                h for h in headers if h not in trailer], protocol.state.default_headers).lines
-            self.status = message["status"]  # lines: name, b": ", value, b"\r\n" per field
-            self.head = [(b":status", b"%d" % self.status), *(
-                (b"trailer", v) for _, v in trailer), *zip(lines[::4], lines[2::4], strict=True)]
+            self.status = message["status"]
+            self.head = http2.response_head(self.status, message.get("headers", ()),
+                                            protocol.state.default_headers)
             self.trailers = bool(message.get("trailers", False))
             self.response_started = True
             if protocol.access_log:
@@ -392,8 +425,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         elif kind == "http.response.body" and not self.body_sent:
             await self.send_body(message.get("body", b""), message.get("more_body", False))
         elif kind == "http.response.trailers" and self.trailers and self.body_sent:
-            fields = http1.check_response(200, message.get("headers", ()), []).lines  # as a head
-            self.trailer_fields += zip(fields[::4], fields[2::4], strict=True)
+            self.trailer_fields += http2.trailer_fields(message.get("headers", ()))
             if not message.get("more_trailers", False):  # ASGI: trailers may come in parts
                 self.conn.send_headers(self.stream_id, self.trailer_fields, end_stream=True)
                 self.complete()
@@ -423,12 +455,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             size = min(len(view), conn.local_flow_control_window(sid),
                        conn.max_outbound_frame_size)
             if size <= 0 and view:  # shut: wait for the client's WINDOW_UPDATE
-                self.protocol.flush()
-                self.window = self.protocol.loop.create_future()
-                await self.window
-                self.window = None
+                await self.wait_for_window()
                 continue
             conn.send_data(sid, view[:size], end_stream=end and size == len(view))
+            self.protocol.budget.earn(2)  # the WINDOW_UPDATEs a reader sends back for it
             view = view[size:]
             if not view:
                 break
@@ -436,6 +466,31 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.complete()
         else:
             self.protocol.flush()
+
+    async def wait_for_window(self) -> None:
+        """Wait for credit (a WINDOW_UPDATE), at most ``timeout_body`` seconds: past that the
+        client has taken none of our body for as long as we wait for a pause in its own body
+        (a slow reader, as over HTTP/1.1): the stream is reset with CANCEL and its app sees
+        the disconnect, so a client cannot hold streams, apps and their buffers for ever."""
+        protocol = self.protocol
+        protocol.flush()
+        self.window = protocol.loop.create_future()
+        timer = protocol.loop.call_later(protocol.config.timeout_body, self.stalled)
+        try:
+            await self.window
+        finally:
+            timer.cancel()
+            self.window = None
+
+    def stalled(self) -> None:
+        logger.info("HTTP/2 stream %d of %s: no window for %s s", self.stream_id,
+                    self.protocol.client, self.protocol.config.timeout_body)
+        try:
+            self.conn.reset_stream(self.stream_id, ErrorCodes.CANCEL)
+        except h2.exceptions.ProtocolError:
+            pass  # the stream is closed already
+        self.disconnect()  # wakes send(), which raises ClientDisconnected
+        self.complete()
 
     def complete(self) -> None:
         """The response is out: end the stream's cycle; a request body still coming is
@@ -468,10 +523,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
                 if protocol.access_log and not self.response_started:
                     log_access(protocol.client, self.scope, status)
                 self.response_started, self.head = True, None
-                self.conn.send_headers(self.stream_id, [
-                    (b":status", b"%d" % status), *protocol.state.default_headers,
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", b"%d" % len(body))])
+                self.conn.send_headers(self.stream_id, http2.error_head(
+                    status, protocol.state.default_headers, len(body)))
                 self.conn.send_data(self.stream_id, body, end_stream=True)
             else:
                 self.conn.reset_stream(self.stream_id, ErrorCodes.INTERNAL_ERROR)
