@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
 import ssl
 from collections.abc import Iterator
 from typing import Any
@@ -777,7 +778,8 @@ async def echo(scope: Scope, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-def test_alpn_picks_h2_or_http1_on_one_tls_port(tmp_path: Any) -> None:
+def tls_files(tmp_path: Any) -> tuple[dict[str, str], ssl.SSLContext]:
+    """A certificate for 127.0.0.1: the server's settings, and a client context trusting it."""
     ca = trustme.CA()
     issued = ca.issue_cert("127.0.0.1")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
@@ -785,7 +787,12 @@ def test_alpn_picks_h2_or_http1_on_one_tls_port(tmp_path: Any) -> None:
     issued.private_key_pem.write_to_path(str(key))
     context = ssl.create_default_context()
     ca.configure_trust(context)
-    with serving("toy-h2", echo, ssl_certfile=str(cert), ssl_keyfile=str(key)) as port:
+    return {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}, context
+
+
+def test_alpn_picks_h2_or_http1_on_one_tls_port(tmp_path: Any) -> None:
+    settings, context = tls_files(tmp_path)
+    with serving("toy-h2", echo, **settings) as port:
         url = f"https://127.0.0.1:{port}/"
         with httpx.Client(http2=True, verify=context, timeout=10) as client:
             response = client.post(url, content=b"over h2")
@@ -802,3 +809,19 @@ def test_large_bodies_both_ways_over_prior_knowledge() -> None:
             httpx.Client(http1=False, http2=True, timeout=20) as client:
         response = client.post(f"http://127.0.0.1:{port}/", content=payload)
         assert response.http_version == "HTTP/2" and response.content == payload
+
+
+def test_no_h2c_over_tls(tmp_path: Any) -> None:
+    """RFC 9113 §3.3: over TLS only ALPN picks h2. A connection that negotiated http/1.1 has
+    its ``Upgrade: h2c`` ignored (answered as HTTP/1.1, the h2c-smuggling pattern fails) and
+    an HTTP/2 preface refused (505), never served as HTTP/2."""
+    settings, context = tls_files(tmp_path)
+    context.set_alpn_protocols(["http/1.1"])
+    upgrade = (b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+               b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
+    with serving("toy-h2", echo, **settings) as port:
+        for data, status in ((upgrade, b"HTTP/1.1 200 "), (http2.PREFACE, b"HTTP/1.1 505 ")):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                    context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+                sock.sendall(data)
+                assert sock.recv(65536).startswith(status)
