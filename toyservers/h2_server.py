@@ -33,16 +33,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import socket
 from collections.abc import Callable
 
-import h2.config
-import h2.connection
 import h2.events
 import h2.exceptions
 from h2.errors import ErrorCodes
-from h2.settings import SettingCodes, Settings
 
 from toyservers import access_log, asgi, http1, http2
 from toyservers._server import HTTPProtocol, run_server, serve_protocol
@@ -57,14 +55,9 @@ logger = logging.getLogger("toyservers.error")
 # --------------------------------------------------------------------------------- Constants
 
 # Bytes handed to h2 per loop turn. One read can hold megabytes (uvloop reads all the socket
-# has) and h2 parses all it is given in one call, so a flooding connection held the loop for
-# seconds; a slice of 64 KiB is four full DATA frames, a few ms of parsing at worst.
+# has) and h2 parses all it is given in one call: a flooding connection held the loop for 4 to
+# 15 s. 64 KiB is four full DATA frames, a few ms of parsing at worst.
 MAX_FEED = 65536
-# What h2 enforces of MAX_CONCURRENT_STREAMS once our SETTINGS are out: nothing, since it
-# would end the whole connection (TooManyStreamsError); on_request refuses the stream instead.
-SETTINGS = {SettingCodes.MAX_CONCURRENT_STREAMS: http2.MAX_CONCURRENT_STREAMS,
-            SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: 16384}
-UNENFORCED = {**SETTINGS, SettingCodes.MAX_CONCURRENT_STREAMS: 2**31 - 1}
 
 # -------------------------------------------------------------------------- Protocol interface
 
@@ -74,17 +67,12 @@ class H2Protocol(HTTPProtocol):
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
-        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=False, header_encoding=None))
-        limit = self.config.max_header_size
-        self.conn.local_settings = Settings(client=False, initial_values={
-            **SETTINGS, SettingCodes.MAX_HEADER_LIST_SIZE: limit})
-        self.conn.decoder.max_header_list_size = limit  # before the client ACKs the SETTINGS
+        self.conn = http2.connection(self.config.max_header_size)
         self.streams: dict[int, RequestResponseCycle] = {}
         self.access_log = access_log.enabled(self.config)
         self.closing = False  # GOAWAY sent: streams in flight finish, new ones are refused
         self.budget = http2.FloodBudget(self.loop.time)
-        self.scanner = http2.FrameScanner(limit)
+        self.scanner = http2.FrameScanner(self.config.max_header_size)
         self.held, self.held_at = b"", 0  # bytes read, h2 has those before held_at
 
     def connection_made(self, transport: asyncio.BaseTransport,
@@ -101,9 +89,8 @@ class H2Protocol(HTTPProtocol):
             except h2.exceptions.ProtocolError:  # a setting out of range (RFC 9113 §6.5.2)
                 return self.transport.close()
             self.transport.write(http2.SWITCHING)
-            self.start_stream(1, scope, more_body=False)
-        self.conn.local_settings = Settings(client=False, initial_values={
-            **UNENFORCED, SettingCodes.MAX_HEADER_LIST_SIZE: self.config.max_header_size})
+            RequestResponseCycle.open(self, 1, scope, more_body=False)
+        http2.stop_enforcing_stream_limit(self.conn)  # on_request refuses streams past it
         self.flush()
 
     # --8<-- [start:data_received]
@@ -115,13 +102,10 @@ class H2Protocol(HTTPProtocol):
             self.feed()
 
     def feed(self) -> None:
-        """Hand h2 the next ``MAX_FEED`` bytes held; while more are held, reading stays paused
-        and the rest waits for the next loop turn, so other connections get theirs. Each
-        frame header is looked at first (``http2.FrameScanner``): a frame too large or a
-        header block too long is refused before h2 buffers it, control frames are budgeted."""
-        at = self.held_at
-        data = self.held[at:at + MAX_FEED]
-        self.held_at = at + len(data)
+        """Hand h2 the next ``MAX_FEED`` bytes held, their frame headers scanned first; the
+        rest waits, reading paused, for the next loop turn, so other connections get theirs."""
+        data = self.held[self.held_at:self.held_at + MAX_FEED]
+        self.held_at += len(data)
         if not data:
             return
         if self.held_at < len(self.held):
@@ -173,16 +157,17 @@ class H2Protocol(HTTPProtocol):
         still sending reads our GOAWAY, not a reset. Apps still running see http.disconnect."""
         self.flush()
         self.deadline.close()
-        self.held, self.held_at = b"", 0
-        for cycle in self.streams.values():
-            cycle.disconnect()  # their sends raise ClientDisconnected
+        self.drop()
         self.lingering_close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        self.drop()
+
+    def drop(self) -> None:  # the connection ends: bytes held are dropped, apps see disconnect
         self.held, self.held_at = b"", 0
         for cycle in self.streams.values():
-            cycle.disconnect()
+            cycle.disconnect()  # their sends raise ClientDisconnected
         self.streams.clear()
 
     def pause_writing(self) -> None:  # the client reads nothing: nor do we, so no flood of
@@ -206,9 +191,8 @@ class H2Protocol(HTTPProtocol):
         self.close()
 
     def on_request(self, event: h2.events.RequestReceived) -> None:
-        """Check a request's pseudo-header fields, build its scope, and start its app. A
-        stream past MAX_CONCURRENT_STREAMS is refused alone (RFC 9113 §5.1.2: a stream
-        error), and counted as a reset: it started nothing."""
+        """Check a request's pseudo-header fields, build its scope, and start its app; a stream
+        past the limit is refused alone (RFC 9113 §5.1.2), counted as a reset."""
         sid = event.stream_id
         if self.closing or len(self.streams) >= http2.MAX_CONCURRENT_STREAMS:
             self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)  # §6.8: none after GOAWAY
@@ -219,23 +203,10 @@ class H2Protocol(HTTPProtocol):
         scope = http_scope(self, method, "2", raw_path, query, headers)
         if not status and at_concurrency_limit(self.state):
             status = 503  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
-        cycle = self.start_stream(sid, scope, more_body=event.stream_ended is None,
-                                  run=not status)
+        cycle = RequestResponseCycle.open(self, sid, scope, event.stream_ended is None,
+                                          run=not status)
         if status:
             cycle.send_error(status)
-
-    def start_stream(self, sid: int, scope: Scope, more_body: bool, run: bool = True
-                     ) -> RequestResponseCycle:
-        """Register stream ``sid``'s cycle (trailers offered) and start its app if ``run``."""
-        scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
-        expect = any(n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"])
-        self.streams[sid] = cycle = RequestResponseCycle(self, scope, sid, expect and more_body)
-        cycle.more_body = more_body
-        if more_body or self.deadline.kind == "idle":  # no longer idle; see on_timeout
-            self.deadline.set("body", self.config.timeout_body)
-        if run:
-            cycle.start_task(self.app)
-        return cycle
 
     def on_data(self, event: h2.events.DataReceived) -> None:
         """Body for a stream's app; the credit goes back as the app takes it."""
@@ -254,8 +225,7 @@ class H2Protocol(HTTPProtocol):
         self.conn.acknowledge_received_data(length, sid)  # nobody will read it
 
     def on_reset(self, sid: int) -> bool:
-        """The client reset a stream: its app sees ``http.disconnect``. Rapid reset
-        (CVE-2023-44487) opens and resets streams to make us start apps: budgeted."""
+        """The client reset a stream: its app sees ``http.disconnect``; budgeted (rapid reset)."""
         if cycle := self.streams.pop(sid, None):
             cycle.disconnect()
         self.stream_done()
@@ -282,8 +252,8 @@ class H2Protocol(HTTPProtocol):
             self.close()
 
     def shutdown(self) -> None:
-        """Graceful shutdown: GOAWAY with the last stream we took (RFC 9113 §6.8, framed by us:
-        h2 sends nothing after its own); streams in flight finish, then we close."""
+        """GOAWAY with the last stream taken (RFC 9113 §6.8, framed by us: h2 sends nothing
+        after its own); streams in flight finish, then we close."""
         if self.closing or self.transport.is_closing():
             return
         self.closing = True
@@ -373,6 +343,20 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         self.trailers = False  # the app said it sends http.response.trailers
         self.trailer_fields: Headers = []  # what it sent of them so far
         self.window: asyncio.Future[None] | None = None  # send() waiting for credit
+
+    @classmethod
+    def open(cls, protocol: H2Protocol, sid: int, scope: Scope, more_body: bool,
+             run: bool = True) -> RequestResponseCycle:
+        """Register stream ``sid``'s cycle (trailers offered) and start its app if ``run``."""
+        scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
+        expect = any(n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"])
+        protocol.streams[sid] = cycle = cls(protocol, scope, sid, expect and more_body)
+        cycle.more_body = more_body
+        if more_body or protocol.deadline.kind == "idle":  # no longer idle; see on_timeout
+            protocol.deadline.set("body", protocol.config.timeout_body)
+        if run:
+            cycle.start_task(protocol.app)
+        return cycle
 
     def wake_sender(self) -> None:
         if self.window is not None and not self.window.done():
@@ -468,29 +452,20 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.protocol.flush()
 
     async def wait_for_window(self) -> None:
-        """Wait for credit (a WINDOW_UPDATE), at most ``timeout_body`` seconds: past that the
-        client has taken none of our body for as long as we wait for a pause in its own body
-        (a slow reader, as over HTTP/1.1): the stream is reset with CANCEL and its app sees
-        the disconnect, so a client cannot hold streams, apps and their buffers for ever."""
-        protocol = self.protocol
-        protocol.flush()
-        self.window = protocol.loop.create_future()
-        timer = protocol.loop.call_later(protocol.config.timeout_body, self.stalled)
+        """Wait for credit (a WINDOW_UPDATE), at most ``timeout_body`` seconds: a client that
+        took none of our body that long is treated as one that paused its own body that long
+        (a slow reader): the stream is reset (CANCEL) and send() raises ClientDisconnected, so
+        no client holds streams, apps and their buffers for ever at a zero window."""
+        self.protocol.flush()
+        self.window = self.protocol.loop.create_future()
         try:
-            await self.window
-        finally:
-            timer.cancel()
-            self.window = None
-
-    def stalled(self) -> None:
-        logger.info("HTTP/2 stream %d of %s: no window for %s s", self.stream_id,
-                    self.protocol.client, self.protocol.config.timeout_body)
-        try:
-            self.conn.reset_stream(self.stream_id, ErrorCodes.CANCEL)
-        except h2.exceptions.ProtocolError:
-            pass  # the stream is closed already
-        self.disconnect()  # wakes send(), which raises ClientDisconnected
-        self.complete()
+            await asyncio.wait_for(asyncio.shield(self.window), self.protocol.config.timeout_body)
+        except TimeoutError:
+            with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
+                self.conn.reset_stream(self.stream_id, ErrorCodes.CANCEL)
+            self.disconnect()
+            self.complete()
+        self.window = None
 
     def complete(self) -> None:
         """The response is out: end the stream's cycle; a request body still coming is

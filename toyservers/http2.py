@@ -30,7 +30,10 @@ import binascii
 import re
 from collections.abc import Callable, Iterable
 
+import h2.config
+import h2.connection
 from h2.errors import ErrorCodes
+from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
 from toyservers import http1
@@ -53,6 +56,29 @@ END_HEADERS = 0x4  # the HEADERS/PUSH_PROMISE/CONTINUATION flag that ends a head
 #: A byte no request-target may hold (RFC 3986 §2 and RFC 9112 §3.2: visible ASCII only), as
 #: HTTP/1.1's request line refuses it; a control byte would also reach the access log raw.
 bad_target_byte = re.compile(rb"[^\x21-\x7e]").search
+
+
+def connection(max_header_size: int) -> h2.connection.H2Connection:
+    """A server-side h2 connection whose SETTINGS (sent by ``initiate_connection``) say
+    ``MAX_CONCURRENT_STREAMS``, ``MAX_FRAME_SIZE`` and a header list of ``max_header_size``
+    bytes, enforced by h2's HPACK decoder from the start (RFC 9113 §6.5.2)."""
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(
+        client_side=False, header_encoding=None))
+    conn.local_settings = Settings(client=False, initial_values={
+        SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
+        SettingCodes.MAX_HEADER_LIST_SIZE: max_header_size,
+        SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: MAX_FRAME_SIZE})
+    conn.decoder.max_header_list_size = max_header_size  # before the client ACKs the SETTINGS
+    return conn
+
+
+def stop_enforcing_stream_limit(conn: h2.connection.H2Connection) -> None:
+    """Once our SETTINGS are framed, h2 is told of no stream limit: it would answer a stream
+    past ``MAX_CONCURRENT_STREAMS`` by ending the whole connection (TooManyStreamsError),
+    where RFC 9113 §5.1.2 asks for a stream error; the server refuses that stream itself."""
+    values = {SettingCodes(code): value for code, value in conn.local_settings.items()}
+    values[SettingCodes.MAX_CONCURRENT_STREAMS] = 2**31 - 1
+    conn.local_settings = Settings(client=False, initial_values=values)
 
 
 def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
