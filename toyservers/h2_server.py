@@ -13,8 +13,9 @@ Flow control is credit: the client may send the body we granted (its window); we
 (WINDOW_UPDATE) only as the app's ``receive()`` takes body, so a slow app holds the client
 back. ``send()`` sends no more than the client granted us and waits for its WINDOW_UPDATE.
 
-Attacks, and their bounds: rapid reset (CVE-2023-44487), PING, SETTINGS, PRIORITY and empty
-frame floods (CVE-2019-9512/9513/9515/9518): a ``http2.FloodBudget``; a client reading none
+Attacks, and their bounds: rapid reset (CVE-2023-44487), floods of control frames (all but
+DATA, HEADERS, CONTINUATION) and empty DATA (CVE-2019-9512/9513/9515/9518): a
+``http2.FloodBudget``, and h2 fed ``MAX_FEED`` bytes per loop turn; a client reading none
 of our answers (9511/9514/9517): we stop reading while our write buffer is full, a ``send()``
 holds one message; HPACK bombs, CONTINUATION floods: ``max_header_size``; streams at once:
 ``MAX_CONCURRENT_STREAMS``. Past a budget: GOAWAY ENHANCE_YOUR_CALM, then close.

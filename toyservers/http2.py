@@ -167,11 +167,11 @@ class FloodBudget:
     """What one client may make us do without an app's help, per ``FLOOD_INTERVAL`` seconds.
 
     ``spend(resets, control)`` counts streams the client reset (rapid reset: each one started
-    an app for nothing) and control frames we must answer or process (PING, SETTINGS,
-    PRIORITY, empty DATA: the 2019 floods); it returns None while within ``MAX_RESETS`` and
-    ``MAX_CONTROL_FRAMES``, else the name of the attack. ``clock`` gives seconds (the event
-    loop's ``time``). Compare with nghttp2's per-session flood counters and Go's
-    ``http2.Server`` rapid-reset fix (CVE-2023-44487), which bound the same things.
+    an app for nothing) and control frames we must answer or process (every frame but
+    DATA, HEADERS and CONTINUATION, and empty DATA: the 2019 floods); it returns None while
+    within ``MAX_RESETS`` and ``MAX_CONTROL_FRAMES``, else the name of the attack. ``clock``
+    gives seconds (the event loop's ``time``). Compare with nghttp2's per-session flood
+    counters and Go's ``http2.Server`` rapid-reset fix (CVE-2023-44487), which bound the same.
     """
 
     __slots__ = ("clock", "start", "resets", "control")
