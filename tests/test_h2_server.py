@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
 import ssl
 from collections.abc import Iterator
 from typing import Any
@@ -25,13 +26,14 @@ from hyperframe.frame import (
     PingFrame,
     PriorityFrame,
     SettingsFrame,
+    WindowUpdateFrame,
 )
 
 from tests.support.h2_harness import AUTHORITY, H2Harness, SwitchingTransport, split_frames
 from tests.support.mock import FakeClockLoop
 from tests.support.protocol_harness import fake_loop_fixture
 from tests.support.running import serving
-from toyservers import http2, protocol
+from toyservers import h2_server, http2, protocol
 
 Scope = dict[str, Any]
 RST_STREAM = 0x3  # the frame type (RFC 9113 §6.4)
@@ -373,6 +375,16 @@ def test_idle_connection_gets_goaway_after_keep_alive(loop: FakeClockLoop) -> No
     assert h.transport.closed and h.goaways == [(ErrorCodes.NO_ERROR, 1)]
 
 
+def statuses(data: bytes, decoder: hpack.Decoder) -> dict[int, int]:
+    """The ``:status`` of each response HEADERS frame in ``data`` (server bytes read raw, for
+    streams the harness' h2 client did not open)."""
+    found = {}
+    for kind, sid, payload, _ in split_frames(data):
+        if kind == 0x1:  # HEADERS, unpadded, no priority: toy-h2 sends them so
+            found[sid] = int(dict(decoder.decode(payload, raw=True))[b":status"])
+    return found
+
+
 # --- attacks -----------------------------------------------------------------------------------
 
 
@@ -404,16 +416,30 @@ def test_the_reset_budget_refills_each_interval(loop: FakeClockLoop) -> None:
     assert not h.transport.closed
 
 
-@pytest.mark.parametrize("flood", ["ping", "settings", "empty-data", "priority"])
+@pytest.mark.parametrize("flood", ["ping", "settings", "empty-data", "priority",
+                                   "priority-open", "unknown", "window-update", "ping-ack",
+                                   "settings-ack"])
 def test_control_frame_floods_get_goaway(loop: FakeClockLoop, flood: str) -> None:
     """The 2019 floods: PING (CVE-2019-9512), SETTINGS (9515), empty DATA frames (9518),
-    PRIORITY frames reshuffling idle streams (the resource loop, 9513)."""
+    PRIORITY frames reshuffling idle streams or the open one (the resource loop, 9513), and
+    frames nobody answers but which cost parsing all the same: unknown types (RFC 9113 §5.5),
+    WINDOW_UPDATE, PING and SETTINGS ACKs (RFC 9113 §10.5: "SETTINGS, PRIORITY, PING ...")."""
     h = H2Harness(loop, disconnect_waiter)
     sid = h.request(end=False)
     h.pump()
     n = http2.MAX_CONTROL_FRAMES + 1
     if flood == "ping":
         h.send_frames(PingFrame(0, opaque_data=b"%08d" % i) for i in range(n))
+    elif flood == "priority-open":
+        h.send_frames(PriorityFrame(sid, depends_on=0, stream_weight=15) for _ in range(n))
+    elif flood == "unknown":
+        h.send_bytes(b"\x00\x00\x01\xfa\x00\x00\x00\x00\x00x" * n)  # type 0xfa, 1 byte
+    elif flood == "window-update":
+        h.send_frames(WindowUpdateFrame(sid, window_increment=1) for _ in range(n))
+    elif flood == "ping-ack":
+        h.send_frames(PingFrame(0, opaque_data=b"%08d" % i, flags=["ACK"]) for i in range(n))
+    elif flood == "settings-ack":
+        h.send_frames(SettingsFrame(0, flags=["ACK"]) for _ in range(n))
     elif flood == "settings":
         h.send_frames(SettingsFrame(0, settings={SettingCodes.ENABLE_PUSH: 0})
                       for _ in range(n))
@@ -468,17 +494,144 @@ def test_hpack_bomb_is_bounded(loop: FakeClockLoop) -> None:
     assert calmed(h)
 
 
-def test_max_concurrent_streams_is_advertised_and_enforced(loop: FakeClockLoop) -> None:
+def test_a_download_is_no_window_update_flood(loop: FakeClockLoop,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """WINDOW_UPDATEs count as control frames, but each DATA frame we send earns the client
+    its acknowledgements back: a long download is no flood."""
+    monkeypatch.setattr(http2, "MAX_CONTROL_FRAMES", 20)
+    h = H2Harness(loop, streamer(2_000_000, 100_000))
+    sid = h.request()
+    while not h.of(h2.events.StreamEnded, sid):
+        assert h.pump(), "no progress"
+    assert len(h.response(sid)[2]) == 2_000_000 and not h.transport.closed
+
+
+def test_an_oversized_frame_is_refused_from_its_header(loop: FakeClockLoop) -> None:
+    """RFC 9113 §4.2: a frame header announcing more than our SETTINGS_MAX_FRAME_SIZE gets
+    GOAWAY FRAME_SIZE_ERROR at once; not one byte of its payload is waited for."""
     h = H2Harness(loop, disconnect_waiter)
+    sid = h.request(method=b"POST", end=False)
+    h.pump()
+    h.send_bytes(b"\xff\xff\xff\x00\x00" + sid.to_bytes(4, "big"))  # DATA of 16 MiB - 1
+    h.spin()
+    h.take_goaways(h.transport.take())
+    assert h.transport.closed and [code for code, _ in h.goaways] == [
+        ErrorCodes.FRAME_SIZE_ERROR]
+
+
+def test_the_header_block_bound_holds_across_reads(loop: FakeClockLoop) -> None:
+    """The CONTINUATION bound counts frame headers as they arrive, however the reads split
+    them, and a header block that ends within the bound is served."""
+    h = H2Harness(loop, Recorder(), max_header_size=8192)
+    block = hpack.Encoder().encode([(b":method", b"GET"), (b":scheme", b"http"),
+                                    (b":path", b"/"), (b":authority", b"a")])
+    data = HeadersFrame(1, block, flags=["END_STREAM"]).serialize() + ContinuationFrame(
+        1, b"", flags=["END_HEADERS"]).serialize()
+    for at in range(0, len(data), 5):
+        h.send_bytes(data[at:at + 5])
+    h.spin()
+    assert statuses(h.transport.take(), hpack.Decoder()) == {1: 200}
+    data = b"".join(ContinuationFrame(3, b"\x40\x01a\x01b" * 200).serialize()
+                    for _ in range(10))
+    h.send_frames([HeadersFrame(3, block[:2])])
+    for at in range(0, len(data), 7):
+        h.send_bytes(data[at:at + 7])
+    h.take_goaways(h.transport.take())
+    assert calmed(h)
+
+
+def test_a_large_read_reaches_h2_a_slice_per_loop_turn(loop: FakeClockLoop,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """One read of many bytes is parsed MAX_FEED bytes per loop turn, reading paused between,
+    so another connection's callbacks run in between; then reading resumes."""
+    monkeypatch.setattr(h2_server, "MAX_FEED", 100)
+    app = Recorder()
+    h = H2Harness(loop, app)
+    h.request(method=b"POST", body=b"q" * 5000)
+    h.send_bytes(h.client.data_to_send())
+    assert h.transport.reading_paused and not app.messages  # one slice parsed, not the body
+    h.spin(100)
+    h.pump()
+    assert h.response(1)[0] == 200 and not h.transport.reading_paused
+    assert b"".join(m.get("body", b"") for m in app.messages) == b"q" * 5000
+
+
+BAD_PATHS = [b"/\xff", "/é".encode(), b"/a\x1bb", b"/a\x08b", b"/a\x0bb", b"/a\x0cb", b"/a b",
+             b"/a\x7fb"]
+
+
+def test_a_bad_path_is_400_on_its_stream_alone(loop: FakeClockLoop) -> None:
+    """RFC 9113 §8.3.1 and RFC 3986: ``:path`` is visible ASCII; raw UTF-8, control bytes,
+    a space or DEL get 400 on their stream, and the stream in flight beside them goes on."""
+    gate = asyncio.Event()
+    app = Recorder()
+    h = H2Harness(loop, gated(gate, app))
+    encoder = hpack.Encoder()
+
+    def request(sid: int, path: bytes) -> HeadersFrame:
+        return HeadersFrame(sid, encoder.encode([(b":method", b"GET"), (b":scheme", b"http"),
+                                                 (b":path", path), (b":authority", b"a")]),
+                            flags=["END_HEADERS", "END_STREAM"])
+    h.send_frames([request(1, b"/fine")])
+    h.send_frames(request(3 + 2 * n, path) for n, path in enumerate(BAD_PATHS))
+    h.spin()
+    decoder = hpack.Decoder()
+    bad = statuses(h.transport.take(), decoder)
+    h.call(gate.set)
+    h.spin()
+    assert bad == {3 + 2 * n: 400 for n in range(len(BAD_PATHS))}
+    assert statuses(h.transport.take(), decoder) == {1: 200} and not h.transport.closed
+    assert [scope["path"] for scope in app.scopes] == ["/fine"]
+
+
+def test_a_stream_at_a_shut_window_is_reset_after_timeout_body(loop: FakeClockLoop) -> None:
+    """A client that grants no credit holds a stream, its app and its message: after
+    timeout_body seconds without a WINDOW_UPDATE the stream is reset (CANCEL) and the app's
+    send() raises, as for any disconnect."""
+    seen: list[str] = []
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        try:
+            await send({"type": "http.response.body", "body": b"x" * 1000})
+        except OSError as exc:
+            seen.append(type(exc).__name__)
+    h = H2Harness(loop, app, timeout_body=30, timeout_keep_alive=60, client_settings={
+        SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    h.auto_ack = False
+    sid = h.request()
+    h.pump()
+    h.advance(29)
+    h.pump()
+    assert not h.of(h2.events.StreamReset, sid) and not seen
+    h.advance(1.5)
+    h.pump()
+    assert [e.error_code for e in h.of(h2.events.StreamReset, sid)] == [ErrorCodes.CANCEL]
+    assert seen == ["ClientDisconnected"] and not h.state.tasks and not h.protocol.streams
+    assert not h.transport.closed
+
+
+def test_max_concurrent_streams_is_advertised_and_enforced(loop: FakeClockLoop) -> None:
+    """RFC 9113 §5.1.2: a stream past the limit is a stream error (REFUSED_STREAM); the
+    streams in flight go on."""
+    gate = asyncio.Event()
+    h = H2Harness(loop, gated(gate, Recorder()))
     assert h.client.remote_settings.max_concurrent_streams == http2.MAX_CONCURRENT_STREAMS
     assert h.client.remote_settings.max_header_list_size == h.state.config.max_header_size
     encoder = hpack.Encoder()
-    frames = [HeadersFrame(1 + 2 * n, encoder.encode([
+    limit = http2.MAX_CONCURRENT_STREAMS
+    h.send_frames(HeadersFrame(1 + 2 * n, encoder.encode([
         (b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b":authority", b"a")]),
-        flags=["END_HEADERS"]) for n in range(http2.MAX_CONCURRENT_STREAMS + 1)]
-    h.send_frames(frames)
-    h.pump()
-    assert h.transport.closed and [code for code, _ in h.goaways] == [ErrorCodes.PROTOCOL_ERROR]
+        flags=["END_HEADERS", "END_STREAM"]) for n in range(limit + 1))
+    h.spin()
+    frames = split_frames(h.transport.take())
+    assert [(sid, int.from_bytes(payload, "big")) for kind, sid, payload, _ in frames
+            if kind == RST_STREAM] == [(1 + 2 * limit, ErrorCodes.REFUSED_STREAM)]
+    h.call(gate.set)
+    h.spin()
+    frames = split_frames(h.transport.take())
+    assert len({sid for kind, sid, _, _ in frames if kind == 0x1}) == limit  # HEADERS each
+    assert not h.transport.closed and not h.goaways
 
 
 class HalfClosingTransport(SwitchingTransport):
@@ -625,7 +778,8 @@ async def echo(scope: Scope, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-def test_alpn_picks_h2_or_http1_on_one_tls_port(tmp_path: Any) -> None:
+def tls_files(tmp_path: Any) -> tuple[dict[str, str], ssl.SSLContext]:
+    """A certificate for 127.0.0.1: the server's settings, and a client context trusting it."""
     ca = trustme.CA()
     issued = ca.issue_cert("127.0.0.1")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
@@ -633,7 +787,12 @@ def test_alpn_picks_h2_or_http1_on_one_tls_port(tmp_path: Any) -> None:
     issued.private_key_pem.write_to_path(str(key))
     context = ssl.create_default_context()
     ca.configure_trust(context)
-    with serving("toy-h2", echo, ssl_certfile=str(cert), ssl_keyfile=str(key)) as port:
+    return {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}, context
+
+
+def test_alpn_picks_h2_or_http1_on_one_tls_port(tmp_path: Any) -> None:
+    settings, context = tls_files(tmp_path)
+    with serving("toy-h2", echo, **settings) as port:
         url = f"https://127.0.0.1:{port}/"
         with httpx.Client(http2=True, verify=context, timeout=10) as client:
             response = client.post(url, content=b"over h2")
@@ -650,3 +809,19 @@ def test_large_bodies_both_ways_over_prior_knowledge() -> None:
             httpx.Client(http1=False, http2=True, timeout=20) as client:
         response = client.post(f"http://127.0.0.1:{port}/", content=payload)
         assert response.http_version == "HTTP/2" and response.content == payload
+
+
+def test_no_h2c_over_tls(tmp_path: Any) -> None:
+    """RFC 9113 §3.3: over TLS only ALPN picks h2. A connection that negotiated http/1.1 has
+    its ``Upgrade: h2c`` ignored (answered as HTTP/1.1, the h2c-smuggling pattern fails) and
+    an HTTP/2 preface refused (505), never served as HTTP/2."""
+    settings, context = tls_files(tmp_path)
+    context.set_alpn_protocols(["http/1.1"])
+    upgrade = (b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+               b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
+    with serving("toy-h2", echo, **settings) as port:
+        for data, status in ((upgrade, b"HTTP/1.1 200 "), (http2.PREFACE, b"HTTP/1.1 505 ")):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                    context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+                sock.sendall(data)
+                assert sock.recv(65536).startswith(status)

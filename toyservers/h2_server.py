@@ -13,8 +13,9 @@ Flow control is credit: the client may send the body we granted (its window); we
 (WINDOW_UPDATE) only as the app's ``receive()`` takes body, so a slow app holds the client
 back. ``send()`` sends no more than the client granted us and waits for its WINDOW_UPDATE.
 
-Attacks, and their bounds: rapid reset (CVE-2023-44487), PING, SETTINGS, PRIORITY and empty
-frame floods (CVE-2019-9512/9513/9515/9518): a ``http2.FloodBudget``; a client reading none
+Attacks, and their bounds: rapid reset (CVE-2023-44487), floods of control frames (all but
+DATA, HEADERS, CONTINUATION) and empty DATA (CVE-2019-9512/9513/9515/9518): a
+``http2.FloodBudget``, and h2 fed ``MAX_FEED`` bytes per loop turn; a client reading none
 of our answers (9511/9514/9517): we stop reading while our write buffer is full, a ``send()``
 holds one message; HPACK bombs, CONTINUATION floods: ``max_header_size``; streams at once:
 ``MAX_CONCURRENT_STREAMS``. Past a budget: GOAWAY ENHANCE_YOUR_CALM, then close.
@@ -33,15 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 from typing import Any
 
-import h2.config
-import h2.connection
 import h2.events
 import h2.exceptions
 from h2.errors import ErrorCodes
-from h2.settings import SettingCodes, Settings
 
 from toyservers import access_log, asgi, http1, http2
 from toyservers._server import run_server, serve_protocol
@@ -54,6 +53,13 @@ from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
+# --------------------------------------------------------------------------------- Constants
+
+# Bytes handed to h2 per loop turn. One read can hold megabytes (uvloop reads all the socket
+# has) and h2 parses all it is given in one call: a flooding connection held the loop for 4 to
+# 15 s. 64 KiB is four full DATA frames, a few ms of parsing at worst.
+MAX_FEED = 65536
+
 # -------------------------------------------------------------------------- Protocol interface
 
 
@@ -63,18 +69,13 @@ class H2Protocol(HTTPProtocol):
     def __init__(self, state: ServerState, upgrade: tuple[bytes, Scope] | None = None) -> None:
         super().__init__(state)
         self.upgrade = upgrade  # after Upgrade: h2c, its HTTP2-Settings and request scope
-        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=False, header_encoding=None))
-        limit = self.config.max_header_size
-        self.conn.local_settings = Settings(client=False, initial_values={
-            SettingCodes.MAX_CONCURRENT_STREAMS: http2.MAX_CONCURRENT_STREAMS,
-            SettingCodes.MAX_HEADER_LIST_SIZE: limit,
-            SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: 16384})
-        self.conn.decoder.max_header_list_size = limit  # before the client ACKs the SETTINGS
+        self.conn = http2.connection(self.config.max_header_size)
         self.streams: dict[int, RequestResponseCycle] = {}
         self.access_log = access_log.enabled(self.config)
         self.closing = False  # GOAWAY sent: streams in flight finish, new ones are refused
         self.budget = http2.FloodBudget(self.loop.time)
+        self.scanner = http2.FrameScanner(self.config.max_header_size)
+        self.held, self.held_at = b"", 0  # bytes read, h2 has those before held_at
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Send our SETTINGS (RFC 9113 §3.4); after ``Upgrade: h2c``, first the 101, and the
@@ -90,13 +91,36 @@ class H2Protocol(HTTPProtocol):
             except h2.exceptions.ProtocolError:  # a setting out of range (RFC 9113 §6.5.2)
                 return self.transport.close()
             self.transport.write(http2.SWITCHING)
-            self.start_stream(1, scope, more_body=False)
+            RequestResponseCycle.open(self, 1, scope, more_body=False)
+        http2.stop_enforcing_stream_limit(self.conn)  # on_request refuses streams past it
         self.flush()
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
+        if self.held_at < len(self.held):  # a read is still being fed: this one queues
+            self.held, self.held_at = self.held[self.held_at:] + data, 0
+        else:
+            self.held, self.held_at = data, 0
+            self.feed()
+
+    def feed(self) -> None:
+        """Hand h2 the next ``MAX_FEED`` bytes held, their frame headers scanned first; the
+        rest waits, reading paused, for the next loop turn, so other connections get theirs."""
+        data = self.held[self.held_at:self.held_at + MAX_FEED]
+        self.held_at += len(data)
+        if not data:
+            return
+        if self.held_at < len(self.held):
+            self.flow.pause_reading()
+            self.loop.call_soon(self.feed)
+        elif not self.flow.write_paused:
+            self.flow.resume_reading()
         try:
+            if not self.spend(0, self.scanner.scan(data)):
+                return
             events = self.conn.receive_data(data)
+        except http2.FrameRefused as exc:
+            return self.calm(exc.reason, exc.code)
         except h2.exceptions.ProtocolError as exc:  # h2 queued a GOAWAY with the error code
             logger.debug("HTTP/2 connection error from %s: %s", self.client, exc)
             return self.close()
@@ -115,22 +139,13 @@ class H2Protocol(HTTPProtocol):
                 sid = getattr(event, "stream_id", 0)
                 for cycle in [self.streams[sid]] if sid in self.streams else self.streams.values():
                     cycle.wake_sender()
-                if kind is h2.events.RemoteSettingsChanged and not self.spend(0, 1):
-                    return
             elif kind is h2.events.StreamReset:
                 if not self.on_reset(event.stream_id):  # type: ignore[attr-defined]
                     return
-            elif kind is h2.events.PingReceived or kind is h2.events.PriorityUpdated and \
-                    getattr(event, "stream_id", 0) not in self.streams:  # not with a request
-                if not self.spend(0, 1):
-                    return
             elif kind is h2.events.ConnectionTerminated:  # the client's GOAWAY: h2 sends no
                 return self.close()  # more frames after it, so nothing in flight can finish
-        # CONTINUATION flood: h2 holds an unfinished header block of up to 64 frames (1 MiB);
-        # we let it hold no more than a header list may be (RFC 9113 §10.5.1).
-        pending = self.conn.incoming_buffer._headers_buffer
-        if pending and sum(len(f.data) for f in pending) > self.config.max_header_size:
-            return self.calm("header block too large")
+            if self.transport.is_closing():
+                return
         self.flush()
     # --8<-- [end:data_received]
 
@@ -144,14 +159,17 @@ class H2Protocol(HTTPProtocol):
         still sending reads our GOAWAY, not a reset. Apps still running see http.disconnect."""
         self.flush()
         self.deadline.close()
-        for cycle in self.streams.values():
-            cycle.disconnect()  # their sends raise ClientDisconnected
+        self.drop()
         self.lingering_close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        self.drop()
+
+    def drop(self) -> None:  # the connection ends: bytes held are dropped, apps see disconnect
+        self.held, self.held_at = b"", 0
         for cycle in self.streams.values():
-            cycle.disconnect()
+            cycle.disconnect()  # their sends raise ClientDisconnected
         self.streams.clear()
 
     def pause_writing(self) -> None:  # the client reads nothing: nor do we, so no flood of
@@ -160,7 +178,8 @@ class H2Protocol(HTTPProtocol):
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        self.flow.resume_reading()
+        if self.held_at == len(self.held):  # else feed() resumes once the held bytes are in
+            self.flow.resume_reading()
 
     def spend(self, resets: int = 0, control: int = 0) -> bool:
         """Count against the FloodBudget; past it, GOAWAY ENHANCE_YOUR_CALM and False."""
@@ -168,39 +187,28 @@ class H2Protocol(HTTPProtocol):
             self.calm(reason)
         return reason is None
 
-    def calm(self, reason: str) -> None:
+    def calm(self, reason: str, code: ErrorCodes = ErrorCodes.ENHANCE_YOUR_CALM) -> None:
         logger.warning("closing HTTP/2 connection from %s: %s", self.client, reason)
-        self.conn.close_connection(ErrorCodes.ENHANCE_YOUR_CALM)
+        self.conn.close_connection(code)
         self.close()
 
     def on_request(self, event: h2.events.RequestReceived) -> None:
-        """Check a request's pseudo-header fields, build its scope, and start its app."""
+        """Check a request's pseudo-header fields, build its scope, and start its app; a stream
+        past the limit is refused alone (RFC 9113 §5.1.2), counted as a reset."""
         sid = event.stream_id
-        if self.closing:  # RFC 9113 §6.8: after our GOAWAY, new streams are refused
-            self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
+        if self.closing or len(self.streams) >= http2.MAX_CONCURRENT_STREAMS:
+            self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)  # §6.8: none after GOAWAY
+            self.spend(1, 0)
             return
         status, method, raw_path, query, headers = http2.request_target(
             event.headers or (), self.config.max_headers)  # pseudo-header fields taken out
         scope = http_scope(self, method, "2", raw_path, query, headers)
         if not status and at_concurrency_limit(self.state):
             status = 503  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
-        cycle = self.start_stream(sid, scope, more_body=event.stream_ended is None,
-                                  run=not status)
+        cycle = RequestResponseCycle.open(self, sid, scope, event.stream_ended is None,
+                                          run=not status)
         if status:
             cycle.send_error(status)
-
-    def start_stream(self, sid: int, scope: Scope, more_body: bool, run: bool = True
-                     ) -> RequestResponseCycle:
-        """Register stream ``sid``'s cycle (trailers offered) and start its app if ``run``."""
-        scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
-        expect = any(n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"])
-        self.streams[sid] = cycle = RequestResponseCycle(self, scope, sid, expect and more_body)
-        cycle.more_body = more_body
-        if more_body or self.deadline.kind == "idle":  # no longer idle; see on_timeout
-            self.deadline.set("body", self.config.timeout_body)
-        if run:
-            cycle.start_task(self.app)
-        return cycle
 
     def on_data(self, event: h2.events.DataReceived) -> None:
         """Body for a stream's app; the credit goes back as the app takes it."""
@@ -219,8 +227,7 @@ class H2Protocol(HTTPProtocol):
         self.conn.acknowledge_received_data(length, sid)  # nobody will read it
 
     def on_reset(self, sid: int) -> bool:
-        """The client reset a stream: its app sees ``http.disconnect``. Rapid reset
-        (CVE-2023-44487) opens and resets streams to make us start apps: budgeted."""
+        """The client reset a stream: its app sees ``http.disconnect``; budgeted (rapid reset)."""
         if cycle := self.streams.pop(sid, None):
             cycle.disconnect()
         self.stream_done()
@@ -247,8 +254,8 @@ class H2Protocol(HTTPProtocol):
             self.close()
 
     def shutdown(self) -> None:
-        """Graceful shutdown: GOAWAY with the last stream we took (RFC 9113 §6.8, framed by us:
-        h2 sends nothing after its own); streams in flight finish, then we close."""
+        """GOAWAY with the last stream taken (RFC 9113 §6.8, framed by us: h2 sends nothing
+        after its own); streams in flight finish, then we close."""
         if self.closing or self.transport.is_closing():
             return
         self.closing = True
@@ -275,7 +282,10 @@ class HTTP1ToH2Protocol(HttpToolsProtocol):
         """Take the connection for HTTP/2: by prior knowledge (``scope`` None: its first bytes
         were the preface, RFC 9113 §3.4) or for a request asking ``Upgrade: h2c`` with valid
         ``HTTP2-Settings`` (RFC 7540 §3.2), which becomes stream 1. Anything else is answered
-        as HTTP/1.1 (False)."""
+        as HTTP/1.1 (False), and so is either way in over TLS, where only ALPN picks h2 (RFC
+        9113 §3.3: h2c is cleartext only; the h2c-smuggling pattern)."""
+        if self.scheme == "https":
+            return False
         upgrade = None
         if scope is not None:
             settings = http2.h2c_settings(scope)
@@ -324,6 +334,20 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         self.trailer_fields: Headers = []  # what it sent of them so far
         self.window: asyncio.Future[None] | None = None  # send() waiting for credit
 
+    @classmethod
+    def open(cls, protocol: H2Protocol, sid: int, scope: Scope, more_body: bool,
+             run: bool = True) -> RequestResponseCycle:
+        """Register stream ``sid``'s cycle (trailers offered) and start its app if ``run``."""
+        scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
+        expect = any(n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"])
+        protocol.streams[sid] = cycle = cls(protocol, scope, sid, expect and more_body)
+        cycle.more_body = more_body
+        if more_body or protocol.deadline.kind == "idle":  # no longer idle; see on_timeout
+            protocol.deadline.set("body", protocol.config.timeout_body)
+        if run:
+            cycle.start_task(protocol.app)
+        return cycle
+
     def wake_sender(self) -> None:
         if self.window is not None and not self.window.done():
             self.window.set_result(None)
@@ -363,13 +387,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if not self.response_started:
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            headers = list(message.get("headers", ()))  # HTTP/2 allows a Trailer field:
-            trailer = [h for h in headers if h[0].lower() == b"trailer"]
-            lines = http1.check_response(message["status"], [  # not hop-by-hop here
-                h for h in headers if h not in trailer], protocol.state.default_headers).lines
-            self.status = message["status"]  # lines: name, b": ", value, b"\r\n" per field
-            self.head = [(b":status", b"%d" % self.status), *(
-                (b"trailer", v) for _, v in trailer), *zip(lines[::4], lines[2::4], strict=True)]
+            self.status = message["status"]
+            self.head = http2.response_head(self.status, message.get("headers", ()),
+                                            protocol.state.default_headers)
             self.trailers = bool(message.get("trailers", False))
             self.response_started = True
             if protocol.access_log:
@@ -379,8 +399,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         elif kind == "http.response.body" and not self.body_sent:
             await self.send_body(message.get("body", b""), message.get("more_body", False))
         elif kind == "http.response.trailers" and self.trailers and self.body_sent:
-            fields = http1.check_response(200, message.get("headers", ()), []).lines  # as a head
-            self.trailer_fields += zip(fields[::4], fields[2::4], strict=True)
+            self.trailer_fields += http2.trailer_fields(message.get("headers", ()))
             if not message.get("more_trailers", False):  # ASGI: trailers may come in parts
                 self.conn.send_headers(self.stream_id, self.trailer_fields, end_stream=True)
                 self.complete()
@@ -410,12 +429,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             size = min(len(view), conn.local_flow_control_window(sid),
                        conn.max_outbound_frame_size)
             if size <= 0 and view:  # shut: wait for the client's WINDOW_UPDATE
-                self.protocol.flush()
-                self.window = self.protocol.loop.create_future()
-                await self.window
-                self.window = None
+                await self.wait_for_window()
                 continue
             conn.send_data(sid, view[:size], end_stream=end and size == len(view))
+            self.protocol.budget.earn(2)  # the WINDOW_UPDATEs a reader sends back for it
             view = view[size:]
             if not view:
                 break
@@ -423,6 +440,22 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.complete()
         else:
             self.protocol.flush()
+
+    async def wait_for_window(self) -> None:
+        """Wait for credit (a WINDOW_UPDATE), at most ``timeout_body`` seconds: a client that
+        took none of our body that long is treated as one that paused its own body that long
+        (a slow reader): the stream is reset (CANCEL) and send() raises ClientDisconnected, so
+        no client holds streams, apps and their buffers for ever at a zero window."""
+        self.protocol.flush()
+        self.window = self.protocol.loop.create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.window), self.protocol.config.timeout_body)
+        except TimeoutError:
+            with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
+                self.conn.reset_stream(self.stream_id, ErrorCodes.CANCEL)
+            self.disconnect()
+            self.complete()
+        self.window = None
 
     def complete(self) -> None:
         """The response is out: end the stream's cycle; a request body still coming is
@@ -455,10 +488,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
                 if protocol.access_log and not self.response_started:
                     log_access(protocol.client, self.scope, status)
                 self.response_started, self.head = True, None
-                self.conn.send_headers(self.stream_id, [
-                    (b":status", b"%d" % status), *protocol.state.default_headers,
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", b"%d" % len(body))])
+                self.conn.send_headers(self.stream_id, http2.error_head(
+                    status, protocol.state.default_headers, len(body)))
                 self.conn.send_data(self.stream_id, body, end_stream=True)
             else:
                 self.conn.reset_stream(self.stream_id, ErrorCodes.INTERNAL_ERROR)

@@ -8,13 +8,16 @@ pseudo-header fields' grammar; what it leaves to a server is written here once:
   (RFC 9113 §8.3.1), and the requests we answer instead of the app (CONNECT, a bad ``:path``,
   too many fields);
 - ``h2c_settings``: may an HTTP/1.1 request be upgraded to h2c (RFC 7540 §3.2)?
+- ``FrameScanner``: frame boundaries read from each 9-byte frame header as bytes arrive, so a
+  frame too large or a header block too long is refused before h2 buffers it (RFC 9113 §4.2,
+  §10.5.1), and every control frame is counted;
 - ``FloodBudget``: what a client may make us do per interval without an app's help, resets and
   control frames, past which the connection ends with ENHANCE_YOUR_CALM (RFC 9113 §7);
 - ``goaway``: a GOAWAY frame framed outside h2's state machine (graceful shutdown).
 
-Spec: RFC 9113 §3.4 (preface), §6.8 (GOAWAY), §7 (error codes), §8.3 (pseudo-header fields),
-§10.5 (denial of service); RFC 7540 §3.2 (h2c upgrade, removed from RFC 9113 but still what
-``curl --http2`` sends).
+Spec: RFC 9113 §3.4 (preface), §4.1-4.2 (frame layout and size), §6.8 (GOAWAY), §7 (error
+codes), §8.3 (pseudo-header fields), §10.5 (denial of service); RFC 7540 §3.2 (h2c upgrade,
+removed from RFC 9113 but still what ``curl --http2`` sends).
 
 Compare with: hypercorn/protocol/h2.py (its ``_create_stream`` and ``_handle_events``),
 nghttp2's ``nghttp2_session`` flood counters.
@@ -24,9 +27,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Iterable
 
+import h2.config
+import h2.connection
 from h2.errors import ErrorCodes
+from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
 from toyservers import http1
@@ -40,7 +47,38 @@ CONNECTION_SPECIFIC = frozenset({b"connection", b"upgrade", b"http2-settings", b
 MAX_CONCURRENT_STREAMS = 100  # streams open at once per connection (RFC 9113 §5.1.2)
 FLOOD_INTERVAL = 10.0  # seconds over which a FloodBudget counts
 MAX_RESETS = 200  # streams a client may reset per interval (rapid reset, CVE-2023-44487)
-MAX_CONTROL_FRAMES = 1000  # PING, SETTINGS, PRIORITY, empty DATA per interval (CVE-2019-95xx)
+MAX_CONTROL_FRAMES = 1000  # frames no app asked for, per interval (CVE-2019-9512/9513/9515/9518)
+MAX_FRAME_SIZE = 16384  # the SETTINGS_MAX_FRAME_SIZE we advertise (RFC 9113 §6.5.2: the least)
+#: Frame types (RFC 9113 §6) that carry a request: the rest, and any type we do not know
+#: (§5.5: ignored, but parsed all the same), are control frames no app asked for.
+DATA, HEADERS, PUSH_PROMISE, CONTINUATION = 0x0, 0x1, 0x5, 0x9
+END_HEADERS = 0x4  # the HEADERS/PUSH_PROMISE/CONTINUATION flag that ends a header block
+#: A byte no request-target may hold (RFC 3986 §2 and RFC 9112 §3.2: visible ASCII only), as
+#: HTTP/1.1's request line refuses it; a control byte would also reach the access log raw.
+bad_target_byte = re.compile(rb"[^\x21-\x7e]").search
+
+
+def connection(max_header_size: int) -> h2.connection.H2Connection:
+    """A server-side h2 connection whose SETTINGS (sent by ``initiate_connection``) say
+    ``MAX_CONCURRENT_STREAMS``, ``MAX_FRAME_SIZE`` and a header list of ``max_header_size``
+    bytes, enforced by h2's HPACK decoder from the start (RFC 9113 §6.5.2)."""
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(
+        client_side=False, header_encoding=None))
+    conn.local_settings = Settings(client=False, initial_values={
+        SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
+        SettingCodes.MAX_HEADER_LIST_SIZE: max_header_size,
+        SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: MAX_FRAME_SIZE})
+    conn.decoder.max_header_list_size = max_header_size  # before the client ACKs the SETTINGS
+    return conn
+
+
+def stop_enforcing_stream_limit(conn: h2.connection.H2Connection) -> None:
+    """Once our SETTINGS are framed, h2 is told of no stream limit: it would answer a stream
+    past ``MAX_CONCURRENT_STREAMS`` by ending the whole connection (TooManyStreamsError),
+    where RFC 9113 §5.1.2 asks for a stream error; the server refuses that stream itself."""
+    values = {SettingCodes(code): value for code, value in conn.local_settings.items()}
+    values[SettingCodes.MAX_CONCURRENT_STREAMS] = 2**31 - 1
+    conn.local_settings = Settings(client=False, initial_values=values)
 
 
 def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
@@ -53,7 +91,8 @@ def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
     ``headers`` as ``host`` when there is none, since apps read ``host`` (§8.3.1: the two
     "MUST NOT" differ). ``status`` is 0, or the answer to give instead of running the app: 501
     for CONNECT (no proxy here), 400 for a ``:path`` of no request-target form (RFC 9112
-    §3.2), 431 past ``max_headers`` fields (RFC 6585 §5).
+    §3.2) or with a byte that is not visible ASCII (a space, DEL, a control byte, raw UTF-8),
+    431 past ``max_headers`` fields (RFC 6585 §5).
     """
     pseudo, headers = {}, []
     for name, value in fields:
@@ -67,11 +106,39 @@ def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
         headers.insert(0, (b"host", authority))
     if method == "CONNECT":
         return 501, method, b"", b"", headers
-    try:
-        raw_path, query = http1.split_target(method, pseudo.get(b":path", b""))
+    path = pseudo.get(b":path", b"")
+    try:  # a request-target is visible ASCII (RFC 3986 §2; RFC 9113 §8.3.1: malformed)
+        if bad_target_byte(path):
+            raise http1.BadTarget("a byte outside visible ASCII in :path")
+        raw_path, query = http1.split_target(method, path)
     except http1.BadTarget:
         return 400, method, b"", b"", headers
     return (431 if len(headers) > max_headers else 0), method, raw_path, query, headers
+
+
+def response_head(status: int, headers: Iterable[tuple[bytes, bytes]],
+                  default_headers: Headers) -> Headers:
+    """The HEADERS of a response: ``:status`` and the app's fields as ``http1.check_response``
+    checks them (raises http1.ResponseError), with the server's defaults. A ``Trailer`` field,
+    hop-by-hop on HTTP/1.1, is allowed here (RFC 9110 §6.6.2): it announces the trailers."""
+    headers = list(headers)
+    trailer = [h for h in headers if h[0].lower() == b"trailer"]
+    lines = http1.check_response(status, [h for h in headers if h not in trailer],
+                                 default_headers).lines  # name, b": ", value, b"\r\n" each
+    return [(b":status", b"%d" % status), *((b"trailer", v) for _, v in trailer),
+            *zip(lines[::4], lines[2::4], strict=True)]
+
+
+def trailer_fields(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
+    """An ``http.response.trailers`` message's fields, checked as a head's (RFC 9110 §6.5)."""
+    lines = http1.check_response(200, headers, []).lines
+    return list(zip(lines[::4], lines[2::4], strict=True))
+
+
+def error_head(status: int, default_headers: Headers, length: int) -> Headers:
+    """The HEADERS of a plain-text error response of ``length`` bytes."""
+    return [(b":status", b"%d" % status), *default_headers,
+            (b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"%d" % length)]
 
 
 def h2c_settings(scope: Scope) -> bytes | None:
@@ -100,11 +167,11 @@ class FloodBudget:
     """What one client may make us do without an app's help, per ``FLOOD_INTERVAL`` seconds.
 
     ``spend(resets, control)`` counts streams the client reset (rapid reset: each one started
-    an app for nothing) and control frames we must answer or process (PING, SETTINGS,
-    PRIORITY, empty DATA: the 2019 floods); it returns None while within ``MAX_RESETS`` and
-    ``MAX_CONTROL_FRAMES``, else the name of the attack. ``clock`` gives seconds (the event
-    loop's ``time``). Compare with nghttp2's per-session flood counters and Go's
-    ``http2.Server`` rapid-reset fix (CVE-2023-44487), which bound the same things.
+    an app for nothing) and control frames we must answer or process (every frame but
+    DATA, HEADERS and CONTINUATION, and empty DATA: the 2019 floods); it returns None while
+    within ``MAX_RESETS`` and ``MAX_CONTROL_FRAMES``, else the name of the attack. ``clock``
+    gives seconds (the event loop's ``time``). Compare with nghttp2's per-session flood
+    counters and Go's ``http2.Server`` rapid-reset fix (CVE-2023-44487), which bound the same.
     """
 
     __slots__ = ("clock", "start", "resets", "control")
@@ -122,6 +189,75 @@ class FloodBudget:
         if self.resets > MAX_RESETS:
             return "rapid reset"
         return "control frame flood" if self.control > MAX_CONTROL_FRAMES else None
+
+    def earn(self, control: int) -> None:
+        """We sent ``control`` DATA frames: a reading client owes WINDOW_UPDATEs for them (one
+        per stream, one for the connection), which are no flood; the credit banked is bounded
+        by one budget, so a download cannot buy an unbounded flood later."""
+        self.control = max(self.control - control, -MAX_CONTROL_FRAMES)
+
+
+class FrameRefused(Exception):
+    """A frame the ``FrameScanner`` refuses before h2 buffers it: ``code`` is the GOAWAY's
+    error code, ``reason`` what to log."""
+
+    def __init__(self, code: ErrorCodes, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.reason = code, reason
+
+
+class FrameScanner:
+    """Frame boundaries in what a client sends, read from each frame's 9-byte header as the
+    bytes arrive (RFC 9113 §4.1: a 24-bit length, a type, flags, a stream id), a step ahead of
+    h2, which looks at a frame only once all of it is here.
+
+    ``scan(data)`` takes the next bytes of the connection (after the 24-byte preface, which it
+    skips) and returns how many control frames began in them: any frame that is not DATA,
+    HEADERS or CONTINUATION, unknown types included (§5.5: parsed, then ignored). It raises
+    FrameRefused with FRAME_SIZE_ERROR as soon as a header announces more than
+    ``MAX_FRAME_SIZE`` bytes (§4.2: the payload is never waited for, let alone buffered), and
+    with ENHANCE_YOUR_CALM once a header block still open (HEADERS or PUSH_PROMISE without
+    END_HEADERS, then CONTINUATIONs) outgrows ``max_header_block`` bytes (§10.5.1).
+    """
+
+    __slots__ = ("max_header_block", "skip", "head", "block")
+
+    def __init__(self, max_header_block: int, skip: int = len(PREFACE)) -> None:
+        self.max_header_block = max_header_block
+        self.skip = skip  # bytes to pass before the next frame header (the preface, a payload)
+        self.head = b""  # the first bytes of a frame header split across reads
+        self.block = -1  # bytes of the header block still open, -1 when none is
+
+    def scan(self, data: bytes) -> int:
+        control, at, end = 0, 0, len(data)
+        while True:
+            if self.skip:
+                step = min(self.skip, end - at)
+                self.skip -= step
+                at += step
+                if self.skip:
+                    return control
+            need = 9 - len(self.head)
+            if end - at < need:
+                self.head += data[at:]
+                return control
+            head = self.head + data[at:at + need]
+            self.head, at = b"", at + need
+            length, kind, flags = int.from_bytes(head[:3], "big"), head[3], head[4]
+            if length > MAX_FRAME_SIZE:
+                raise FrameRefused(ErrorCodes.FRAME_SIZE_ERROR, f"a frame of {length} bytes")
+            if kind == HEADERS or kind == PUSH_PROMISE:
+                self.block = -1 if flags & END_HEADERS else length
+            elif kind == CONTINUATION:
+                if self.block >= 0:
+                    self.block += length
+                    if self.block > self.max_header_block:
+                        raise FrameRefused(ErrorCodes.ENHANCE_YOUR_CALM, "header block too large")
+                if flags & END_HEADERS:
+                    self.block = -1
+            elif kind != DATA:
+                control += 1
+            self.skip = length
 
 
 def goaway(last_stream_id: int, error_code: ErrorCodes = ErrorCodes.NO_ERROR) -> bytes:
