@@ -208,6 +208,7 @@ class H11Framer:
         return self.conn.send(h11.InformationalResponse(
             status_code=100, headers=[], reason=b"Continue"))
 
+    # --8<-- [start:h11_framer]
     def body(self, body: bytes, more_body: bool) -> bytes:
         """The bytes for one ``http.response.body`` message, the head with the first.
         Raises http1.ResponseError for a body that is not bytes or breaks its Content-Length
@@ -247,3 +248,4 @@ class H11Framer:
         parts.insert(1, b"".join(lines))
         self.fields, self.head_sent = None, True
         return parts
+    # --8<-- [end:h11_framer]

@@ -60,9 +60,12 @@ class _StopParsing(Exception):
 # --- Protocol interface ---------------------------------------------------------------------
 
 
-class HttpToolsProtocol(HTTP1Protocol):
-    """One connection: llhttp callbacks in, RequestResponseCycles answered in order out
-    (``HTTP1Protocol``: the cycle and the close path; ``HTTPProtocol``: the bookkeeping)."""
+class RequestReader(HTTP1Protocol):
+    """The reading half of toy-httptools' protocol: the callbacks llhttp calls as it parses,
+    in wire order, which check each request against our contract (RFC 9112, ``http1``'s
+    rules), build its scope and queue its ``RequestResponseCycle`` in ``pipeline``; a
+    callback refuses with ``stop_parsing(status)``. ``HttpToolsProtocol`` feeds llhttp and
+    answers the queue in order."""
 
     # CPython 3.11 reads instance attributes at a fixed index only while the instance dict
     # shares its keys (30 at most); past that, a cached dict index. Slots: a fixed offset.
@@ -96,70 +99,6 @@ class HttpToolsProtocol(HTTP1Protocol):
         self.messages = 0
         self.on_message_begin()
         self.phase, self.messages = NO_MESSAGE, 0
-
-    # --8<-- [start:data_received]
-    def data_received(self, data: bytes) -> None:
-        if self.reading_stopped:
-            return  # RFC 9112 §9.6: nothing after the last request (or a bad one) is read
-        if len(data) > MAX_CHUNK_LINE:  # in slices no longer than a chunk-size line (watch)
-            for at in range(0, len(data), MAX_CHUNK_LINE):
-                self.data_received(data[at:at + MAX_CHUNK_LINE])
-                if self.reading_stopped:  # the rest is never read, unless another protocol
-                    successor = self.transport.get_protocol()  # took the connection over
-                    if successor is not self and at + MAX_CHUNK_LINE < len(data):
-                        successor.data_received(data[at + MAX_CHUNK_LINE:])
-                    return
-            return
-        phase, messages = self.phase, self.messages
-        self.piece = data
-        try:
-            self.parser.feed_data(data)  # the callbacks below run inside feed_data
-        except httptools.HttpParserUpgrade as exc:  # the upgrade request was parsed
-            cycle = self.parsing
-            if cycle is not None and self.cycle is None and list(self.pipeline) == [cycle]:
-                self.handle_upgrade(cycle.scope, data[exc.args[0]:])  # the only one in flight
-        except httptools.HttpParserError as exc:
-            if not self.reading_stopped:  # else llhttp refused bytes after Connection: close
-                if status := self.status_for(exc, data, phase, messages):
-                    self.refuse(status)
-        if self.phase != NO_MESSAGE and not self.reading_stopped:
-            self.watch(data, phase, messages)
-        if self.pipeline:
-            if self.cycle is None:
-                self.drive()
-            else:  # RFC 9112 §9.3.2: answered in order; read no more while they wait
-                self.flow.pause_reading()
-    # --8<-- [end:data_received]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.stop_reading()
-
-    def shutdown(self) -> None:
-        """Close now if idle; else finish the request in flight (and its body) with
-        Connection: close, reading no other request."""
-        self.pipeline.clear()  # their apps never ran
-        cycle = self.cycle
-        if cycle is None:
-            return self.transport.close()
-        cycle.framer.keep_alive = False
-        if not (cycle is self.parsing and self.phase == IN_BODY):
-            self.reading_stopped = True
-
-    def on_timeout(self, kind: str) -> None:
-        """``idle``: close when nothing is in flight; a slow ``head`` or ``body``: 408 (RFC
-        9110 §15.5.9), or a close when the response already began."""
-        if kind == "idle":
-            if self.cycle is None and not self.pipeline and self.phase == NO_MESSAGE:
-                super().on_timeout(kind)
-        elif kind == "body" and self.phase == IN_BODY and self.flow.read_paused:
-            self.deadline.set("body", self.config.timeout_body)  # we paused, not the client
-        elif self.phase == (IN_HEAD if kind == "head" else IN_BODY):
-            self.refuse(408)
-
-    def stop_reading(self) -> None:
-        self.reading_stopped = True
-        self.pipeline.clear()  # their apps never ran
 
     # Parser callbacks, in wire order
 
@@ -287,6 +226,79 @@ class HttpToolsProtocol(HTTP1Protocol):
         self.error_status = status
         raise _StopParsing(status)
 
+
+
+class HttpToolsProtocol(RequestReader):
+    """One connection: llhttp fed, RequestResponseCycles answered in order (``RequestReader``:
+    the callbacks; ``HTTP1Protocol``: the cycle and the close path; ``HTTPProtocol``: the
+    bookkeeping)."""
+
+    __slots__ = ()
+
+    # --8<-- [start:data_received]
+    def data_received(self, data: bytes) -> None:
+        if self.reading_stopped:
+            return  # RFC 9112 §9.6: nothing after the last request (or a bad one) is read
+        if len(data) > MAX_CHUNK_LINE:  # in slices no longer than a chunk-size line (watch)
+            for at in range(0, len(data), MAX_CHUNK_LINE):
+                self.data_received(data[at:at + MAX_CHUNK_LINE])
+                if self.reading_stopped:  # the rest is never read, unless another protocol
+                    successor = self.transport.get_protocol()  # took the connection over
+                    if successor is not self and at + MAX_CHUNK_LINE < len(data):
+                        successor.data_received(data[at + MAX_CHUNK_LINE:])
+                    return
+            return
+        phase, messages = self.phase, self.messages
+        self.piece = data
+        try:
+            self.parser.feed_data(data)  # RequestReader's callbacks run inside feed_data
+        except httptools.HttpParserUpgrade as exc:  # the upgrade request was parsed
+            cycle = self.parsing
+            if cycle is not None and self.cycle is None and list(self.pipeline) == [cycle]:
+                self.handle_upgrade(cycle.scope, data[exc.args[0]:])  # the only one in flight
+        except httptools.HttpParserError as exc:
+            if not self.reading_stopped:  # else llhttp refused bytes after Connection: close
+                if status := self.status_for(exc, data, phase, messages):
+                    self.refuse(status)
+        if self.phase != NO_MESSAGE and not self.reading_stopped:
+            self.watch(data, phase, messages)
+        if self.pipeline:
+            if self.cycle is None:
+                self.drive()
+            else:  # RFC 9112 §9.3.2: answered in order; read no more while they wait
+                self.flow.pause_reading()
+    # --8<-- [end:data_received]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.stop_reading()
+
+    def shutdown(self) -> None:
+        """Close now if idle; else finish the request in flight (and its body) with
+        Connection: close, reading no other request."""
+        self.pipeline.clear()  # their apps never ran
+        cycle = self.cycle
+        if cycle is None:
+            return self.transport.close()
+        cycle.framer.keep_alive = False
+        if not (cycle is self.parsing and self.phase == IN_BODY):
+            self.reading_stopped = True
+
+    def on_timeout(self, kind: str) -> None:
+        """``idle``: close when nothing is in flight; a slow ``head`` or ``body``: 408 (RFC
+        9110 §15.5.9), or a close when the response already began."""
+        if kind == "idle":
+            if self.cycle is None and not self.pipeline and self.phase == NO_MESSAGE:
+                super().on_timeout(kind)
+        elif kind == "body" and self.phase == IN_BODY and self.flow.read_paused:
+            self.deadline.set("body", self.config.timeout_body)  # we paused, not the client
+        elif self.phase == (IN_HEAD if kind == "head" else IN_BODY):
+            self.refuse(408)
+
+    def stop_reading(self) -> None:
+        self.reading_stopped = True
+        self.pipeline.clear()  # their apps never ran
+
     def status_for(self, exc: Exception, data: bytes, phase: int, messages: int) -> int:
         """The status for a parser error: ours when a callback refused, else by llhttp's kind."""
         if self.error_status:
@@ -391,6 +403,7 @@ class HttpToolsProtocol(HTTP1Protocol):
     # --- ASGI interface: what the shared RequestResponseCycle (toyservers.http1_cycle) asks
     # of this protocol; its framer is http1.ResponseFramer, the response framed by hand.
 
+    # --8<-- [start:cycle_hooks]
     def on_response_complete(self) -> None:
         """The response is out: close if it was the last one, then let the next one run (a body
         the app left unread is read and dropped first: ``on_body``)."""
@@ -411,6 +424,7 @@ class HttpToolsProtocol(HTTP1Protocol):
         if self.te is not None or self.content_length is None:
             return None
         return int(self.content_length) - self.body_size
+    # --8<-- [end:cycle_hooks]
 
 
 # --- Serving ----------------------------------------------------------------------------------
