@@ -44,6 +44,21 @@ Port = Annotated[int, typer.Option(min=0, max=65535,
                                    help="Port for every server (0: a free one per row).")]
 
 
+def row_names(text: str, known: Sequence[str]) -> tuple[str, ...]:
+    """Row names from ``--compare`` (comma-separated), each once, in the order given.
+
+    Raises:
+        UsageProblem: it names no row, or one not in ``known``.
+    """
+    chosen = tuple(dict.fromkeys(names(text)))
+    if not chosen:
+        raise UsageProblem(f"--compare names no row (known: {', '.join(known)})")
+    for name in chosen:
+        if name not in known:
+            raise UsageProblem(f"unknown row {name!r} (known: {', '.join(known)})")
+    return chosen
+
+
 def invocation() -> list[str]:
     """How ``bench`` was called, for results.json's ``command``: the program's name (``bench``
     for ``python -m bench.cli`` too) and its arguments."""
