@@ -5,6 +5,11 @@ flags or the output folder becomes one line and exit status 2; Ctrl-C stops the 
 started so far and exits 130), then hands its table to :func:`finish`, which prints it,
 writes the files and exits 1 when no row produced a figure. The exit statuses are the ones
 the CLI tests check: 0 done, 1 every row failed, 2 a user's mistake, 130 interrupted.
+
+Around those: the typer options several subcommands share (:data:`Duration`, :data:`Runs`,
+...: one declaration, one help text), :func:`pinning_for` (the address checked, the CPUs chosen),
+:func:`logs_folder`, :func:`print_outcome` (one line per measured row) and
+:func:`invocation` (the command line results.json records).
 """
 
 from __future__ import annotations
@@ -13,13 +18,89 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.panel import Panel
 
 from bench import report
-from bench.harness import UsageProblem
+from bench.harness import Measurement, Method, Pinning, UsageProblem, check_port, decide_pinning
+from bench.machine import usable_cpus
+from bench.stats import summarize
+
+# --- the options several subcommands take (each gives its own default) -----------------------
+
+Connections = Annotated[int, typer.Option(min=1, help="wrk connections.")]
+Threads = Annotated[int, typer.Option(min=1, help="wrk threads.")]
+Duration = Annotated[int, typer.Option(min=1, help="Seconds per measured run.")]
+Warmup = Annotated[int, typer.Option(min=0, help="Seconds of warm-up per row (0: none).")]
+Runs = Annotated[int, typer.Option(min=1, help="Measured runs per row.")]
+Pin = Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")]
+ServerCpu = Annotated[int, typer.Option(help="CPU for the server when pinned.")]
+WrkCpu = Annotated[int, typer.Option(help="CPU for wrk when pinned.")]
+Host = Annotated[str, typer.Option(help="Address the servers listen on.")]
+Port = Annotated[int, typer.Option(min=0, max=65535,
+                                   help="Port for every server (0: a free one per row).")]
+
+
+def row_names(text: str, known: Sequence[str]) -> tuple[str, ...]:
+    """Row names from ``--compare`` (comma-separated), each once, in the order given.
+
+    Raises:
+        UsageProblem: it names no row, or one not in ``known``.
+    """
+    chosen = tuple(dict.fromkeys(names(text)))
+    if not chosen:
+        raise UsageProblem(f"--compare names no row (known: {', '.join(known)})")
+    for name in chosen:
+        if name not in known:
+            raise UsageProblem(f"unknown row {name!r} (known: {', '.join(known)})")
+    return chosen
+
+
+def invocation() -> list[str]:
+    """How ``bench`` was called, for results.json's ``command``: the program's name (``bench``
+    for ``python -m bench.cli`` too) and its arguments."""
+    name = Path(sys.argv[0]).name
+    return ["bench" if name in ("cli.py", "__main__.py") else name, *sys.argv[1:]]
+
+
+def pinning_for(method: Method, console: Console, *, client: str = "wrk",
+        flags: tuple[str, str] = ("--server-cpu", "--wrk-cpu")) -> Pinning:
+    """Check ``method``'s address can be bound and choose the CPUs
+    (:func:`bench.harness.decide_pinning`); say so on ``console`` when pinning was asked
+    for and is impossible.
+
+    Raises:
+        UsageProblem: the address or port cannot be used, or a CPU cannot.
+    """
+    check_port(method.host, method.port)
+    pinning = decide_pinning(method, usable_cpus(), client=client, flags=flags)
+    if pinning.server_cpu is None and method.pin:
+        console.print(f"[yellow]note:[/] {pinning.text}")
+    return pinning
+
+
+def logs_folder(out: Path) -> Path:
+    """``out/logs``, created: where each server's output goes."""
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    return logs
+
+
+def print_outcome(console: Console, label: str, measurement: Measurement) -> None:
+    """One line for a measured row (its median RPS), one for a skipped row, or a panel with
+    a failed server's log tail."""
+    if measurement.status == "ok":
+        rps = summarize([s.rps for s in measurement.measured]).median
+        console.print(f"[green]✓[/] {label}: {rps:,.0f} requests/s")
+    elif measurement.status == "skipped":
+        console.print(f"[yellow]–[/] {label} skipped: {measurement.error}")
+    else:
+        console.print(Panel(measurement.log_tail or "(empty log)",
+                            title=f"[red]✗ {label} failed:[/] {measurement.error}",
+                            title_align="left"))
 
 
 def names(text: str) -> tuple[str, ...]:

@@ -23,9 +23,7 @@ accepts which connection, so two can land on one).
 from __future__ import annotations
 
 import http.client
-import json
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,26 +34,24 @@ import psutil
 import typer
 from rich.console import Console
 
+from bench import command as options
 from bench import report
-from bench.command import consoles, finish, user_mistakes
-from bench.harness import (
-    LOG_LINES,
-    Method,
-    Pinning,
-    UsageProblem,
-    check_port,
-    decide_pinning,
-    environment,
-    kept_on,
+from bench.command import (
+    consoles,
+    finish,
+    invocation,
+    logs_folder,
+    pinning_for,
+    row_names,
+    user_mistakes,
 )
-from bench.machine import usable_cpus
+from bench.harness import LOG_LINES, Method, Pinning, environment, fetch, kept_on
 from bench.process import ServerProcess, ServerStartError
-from bench.stats import summarize
+from bench.report import cell, load_published, provenance
+from bench.stats import median, summarize
 from bench.timeline import Timing, fire
 from toyservers.registry import get
 
-#: The published figures and where they come from.
-PUBLISHED = Path(__file__).resolve().parent / "published" / "concurrency.json"
 APPS = {"wsgi": "apps.concurrency_app:wsgi_app", "asgi": "apps.concurrency_app:asgi_app",
         "blocking": "apps.concurrency_app:asgi_blocking_app"}
 SLOW_REQUESTS = 3
@@ -130,17 +126,12 @@ def burst_paths(slow: float) -> list[tuple[str, str]]:
 
 def check_fast(host: str, port: int, timeout: float = 5.0) -> str | None:
     """GET ``/fast`` once: None when it is 200 ``fast``, else the problem."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
-        conn.request("GET", "/fast")
-        response = conn.getresponse()
-        body = response.read()
+        status, _, body = fetch(host, port, "/fast", timeout=timeout)
     except (OSError, http.client.HTTPException) as exc:
         return f"check request failed: {exc!r}"
-    finally:
-        conn.close()
-    if response.status != 200 or body.strip() != b"fast":
-        return f"check request got {response.status} {body[:100]!r}"
+    if status != 200 or body.strip() != b"fast":
+        return f"check request got {status} {body[:100]!r}"
     return None
 
 
@@ -223,16 +214,6 @@ def measure_row(row: Row, settings: Settings, pinning: Pinning, logs: Path) -> R
 # --- what came out -------------------------------------------------------------------------
 
 
-def published() -> dict[str, Any]:
-    """The published figures (``bench/published/concurrency.json``)."""
-    data: dict[str, Any] = json.loads(PUBLISHED.read_text(encoding="utf-8"))
-    return data
-
-
-def _median(values: list[float]) -> float | None:
-    return summarize(values).median if values else None
-
-
 def median_burst(bursts: list[list[Timing]]) -> int | None:
     """Index of the burst whose total time is the median one (the lower middle), or None."""
     if not bursts:
@@ -276,9 +257,9 @@ def row_json(result: RowResult, slow: float, paper: dict[str, Any]) -> dict[str,
         for burst in result.bursts:
             latencies = [t.latency for t in burst if t.kind == kind]
             values.append(summarize(latencies).median if pick == "p50" else max(latencies))
-        return _median(values)
+        return median(values)
 
-    total = _median(totals)
+    total = median(totals)
     data.update({
         "total_s": total, "totals_s": totals,
         "total_over_slow": total / slow if total is not None and slow > 0 else None,
@@ -295,9 +276,6 @@ RIGHT = (False, False, True, True, True, True, True, True, True)
 
 def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
     """Formatted cells of :data:`HEADERS`, one list per row; a failed row says so."""
-    def num(value: float | None, digits: int = 2) -> str:
-        return "–" if value is None else f"{value:.{digits}f}"
-
     cells = []
     for r in rows:
         slots = "∞" if r["slots"] is None else str(r["slots"])
@@ -307,15 +285,15 @@ def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
             cells.append([r["row"], r["description"], slots, r["status"], "–",
                           str(r["expected_over_slow"]), published_cell, "–", "–"])
             continue
-        cells.append([r["row"], r["description"], slots, num(r["total_s"]),
-                      num(r["total_over_slow"], 1), str(r["expected_over_slow"]),
-                      published_cell, num(r["fast_p50_s"], 3), num(r["fast_max_s"], 3)])
+        cells.append([r["row"], r["description"], slots, cell(r["total_s"], ".2f"),
+                      cell(r["total_over_slow"], ".1f"), str(r["expected_over_slow"]),
+                      published_cell, cell(r["fast_p50_s"], ".3f"), cell(r["fast_max_s"], ".3f")])
     return cells
 
 
 def how_it_ran(data: dict[str, Any]) -> list[str]:
     """The "How it ran" lines of the report."""
-    s, machine, paper = data["settings"], data["machine"], data["published"]
+    s, paper = data["settings"], data["published"]
     lines = [
         f"each burst: {s['slow_requests']} GET /slow?seconds={s['slow_s']:g} then "
         f"{s['fast_requests']} GET /fast, all sent at once, one connection each, by an "
@@ -327,13 +305,8 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
         data["pinning"]["text"],
         f"published: {paper['source']} (bench/published/concurrency.json; its slow time was "
         f"{paper['slow_s']} s, so compare the x slow columns)",
-        f"machine: {machine['cpu_model']}, {machine['cores']} cores; Python "
-        f"{data['python']['version']}; {data['date']}",
+        *provenance(data),
     ]
-    git = data.get("git")
-    lines.append("toyservers: not a git checkout" if git is None else
-                 f"toyservers at commit {git['commit'][:12]}"
-                 + (", with uncommitted changes" if git["dirty"] else ""))
     return lines
 
 
@@ -364,31 +337,16 @@ def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
 # --- the command ---------------------------------------------------------------------------
 
 
-def parse_rows(text: str) -> tuple[str, ...]:
-    """Row names from ``--compare`` (comma-separated); UsageProblem for an unknown one."""
-    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    if not names:
-        raise UsageProblem(f"--compare names no row (known: {', '.join(ROW_NAMES)})")
-    for name in names:
-        if name not in ROW_NAMES:
-            raise UsageProblem(f"unknown row {name!r} (known: {', '.join(ROW_NAMES)})")
-    return names
-
-
 def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     """Measure every row asked for and return results.json's content.
 
     Raises:
         UsageProblem: a CPU or the port is unusable.
     """
-    check_port(settings.host, settings.port)
-    pinning = decide_pinning(settings, usable_cpus(), client="the httpx client",
-                             flags=("--server-cpu", "--client-cpu"))
-    if pinning.server_cpu is None and settings.pin:
-        console.print(f"[yellow]note:[/] {pinning.text}")
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    paper = published()
+    pinning = pinning_for(settings, console, client="the httpx client",
+                          flags=("--server-cpu", "--client-cpu"))
+    logs = logs_folder(out)
+    paper = load_published("concurrency")
     started = datetime.now(UTC)
     results = []
     with kept_on(pinning.load_cpu):
@@ -398,20 +356,19 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             results.append(result)
             if result.status == "ok":
                 totals = [max(t.end for t in b) for b in result.bursts]
-                console.print(f"[green]✓[/] {row.name}: {_median(totals):.2f} s")
+                console.print(f"[green]✓[/] {row.name}: {median(totals):.2f} s")
             else:
                 console.print(f"[red]✗ {row.name} failed:[/] {result.error}\n"
                               f"{result.log_tail or ''}", highlight=False)
     return {
         "experiment": "concurrency",
         "date": started.isoformat(timespec="seconds"),
-        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "command": invocation(),
         "settings": {"slow_s": settings.slow, "slow_requests": SLOW_REQUESTS,
                      "fast_requests": FAST_REQUESTS, "runs": settings.runs,
                      "warmup_s": settings.warmup, "rows": list(settings.rows),
                      "host": settings.host, "client": "httpx.AsyncClient (bench/timeline.py)"},
-        "pinning": {"server_cpu": pinning.server_cpu, "load_cpu": pinning.load_cpu,
-                    "text": pinning.text},
+        "pinning": pinning.to_json(),
         **environment(),
         "published": paper,
         "rows": [row_json(r, settings.slow, paper) for r in results],
@@ -428,9 +385,9 @@ def command(
                                               + ", ".join(ROW_NAMES) + ".")] = ",".join(ROW_NAMES),
     pin: Annotated[bool, typer.Option(help="Pin the server and the client to separate CPUs.")
                    ] = True,
-    server_cpu: Annotated[int, typer.Option(help="CPU for the server when pinned.")] = 0,
+    server_cpu: options.ServerCpu = 0,
     client_cpu: Annotated[int, typer.Option(help="CPU for the httpx client when pinned.")] = 1,
-    host: Annotated[str, typer.Option(help="Address the servers listen on.")] = "127.0.0.1",
+    host: options.Host = "127.0.0.1",
     output: Annotated[Path | None, typer.Option(
         help="Folder for results.json, results.md and concurrency.png "
              "[default: results/concurrency-<timestamp>]")] = None,
@@ -439,7 +396,7 @@ def command(
     console, errors = consoles()
     out = output if output is not None else report.default_output("concurrency")
     with user_mistakes(errors):
-        settings = Settings(slow=slow, runs=runs, warmup=warmup, rows=parse_rows(compare),
+        settings = Settings(slow=slow, runs=runs, warmup=warmup, rows=row_names(compare, ROW_NAMES),
                             pin=pin, server_cpu=server_cpu, load_cpu=client_cpu, host=host)
         report.prepare_output(out)
         data = measure(settings, console, out)

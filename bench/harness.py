@@ -129,6 +129,10 @@ class Pinning:
     load_cpu: int | None
     text: str
 
+    def to_json(self) -> dict[str, Any]:
+        """results.json's ``pinning``: ``{"server_cpu", "load_cpu", "text"}``."""
+        return {"server_cpu": self.server_cpu, "load_cpu": self.load_cpu, "text": self.text}
+
 
 def decide_pinning(method: Method, usable: list[int], *, client: str = "wrk",
                    flags: tuple[str, str] = ("--server-cpu", "--wrk-cpu")) -> Pinning:
@@ -215,21 +219,37 @@ def validate_servers(names: Sequence[str], *, interface: Interface = "asgi") -> 
                                "of its own")
 
 
+def fetch(host: str, port: int, path: str = "/", *, method: str = "GET", body: bytes = b"",
+          headers: dict[str, str] | None = None, timeout: float = 5.0
+          ) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 request on a fresh connection: ``(status, headers with lower-case names,
+    body)``; a ``body`` is sent as JSON. The one request every check makes.
+
+    Raises:
+        OSError, http.client.HTTPException: the request failed (``timeout`` seconds per
+            operation).
+    """
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        sent = {"Content-Type": "application/json"} if body else {}
+        conn.request(method, path, body=body or None, headers={**sent, **(headers or {})})
+        response = conn.getresponse()
+        data = response.read()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+    finally:
+        conn.close()
+
+
 def check_echo(host: str, port: int, body: bytes = SAMPLE_BODY, timeout: float = 5.0
                ) -> str | None:
     """POST ``body`` once; None when the answer is 200 with the same JSON, else the problem."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
-        conn.request("POST", "/", body=body, headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        data = response.read()
+        status, headers, data = fetch(host, port, method="POST", body=body, timeout=timeout)
     except (OSError, http.client.HTTPException) as exc:
         return f"check request failed: {exc!r}"
-    finally:
-        conn.close()
-    if response.status != 200:
-        return f"check request got status {response.status}: {data[:200]!r}"
-    content_type = response.getheader("content-type", "")
+    if status != 200:
+        return f"check request got status {status}: {data[:200]!r}"
+    content_type = headers.get("content-type", "")
     if not content_type.startswith("application/json"):
         return f"check request got content-type {content_type!r}"
     try:
@@ -328,6 +348,11 @@ class Measurement:
     def measured(self) -> list[RunSummary]:
         """The summaries of the measured runs that completed."""
         return [r.summary for r in self.runs if r.kind == "measured" and r.summary is not None]
+
+    @property
+    def rss_peak_bytes(self) -> int:
+        """The largest RSS of the server's process tree over the measured runs, bytes."""
+        return max((r.rss_peak_bytes for r in self.runs if r.kind == "measured"), default=0)
 
 
 class Progress(Protocol):

@@ -59,37 +59,42 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.panel import Panel
 from rich.progress import Progress
 
 from apps.user import SAMPLE_BODY
+from bench import command as options
 from bench import report
-from bench.command import consoles, finish, names, user_mistakes
+from bench.command import (
+    consoles,
+    finish,
+    invocation,
+    logs_folder,
+    names,
+    pinning_for,
+    print_outcome,
+    user_mistakes,
+)
+from bench.extra_servers import BARE
 from bench.harness import (
-    Measurement,
     Method,
     Pinning,
     UsageProblem,
-    check_port,
-    decide_pinning,
     environment,
     kept_on,
     load_generator,
     measure_server,
     validate_servers,
 )
+from bench.layers_report import HEADERS, RIGHT, how_it_ran, table_cells, write_outputs
 from bench.loadgen import LoadGenerator
-from bench.machine import usable_cpus
 from bench.native import NativeBuild, ensure_axum
-from bench.stats import pct_of_below, summarize, us_added, us_per_request
+from bench.rows import RowPlan, RowResult, row_json
 from bench.wrk import POST_JSON
 from toyservers.registry import SERVERS, get
 
 DEFAULT_SERVER = "uvicorn"
 #: ``--compare`` by default: our fastest server's asgi row beside uvicorn's.
 DEFAULT_COMPARE = "toy-httptools"
-#: The baseline's registry name: ASGI on httptools with nothing else.
-BARE = "bare"
 
 APPS = {
     "asgi": "apps.asgi_user:app",
@@ -163,24 +168,6 @@ class Settings(Method):
     wsgi_threads: int = WSGI_THREADS
 
 
-@dataclass(frozen=True)
-class RowPlan:
-    """One row to measure: a layer, the server under it, and the app (``module:attr``).
-
-    ``interface`` is the app's (``"asgi"``, ``"wsgi"``, or None for axum and asyncio, which
-    have none); ``spec`` the registry name when it differs from ``server`` (a worker model's
-    row, e.g. ``gunicorn-gthread``); ``threads`` the app threads asked of the server, if any.
-    """
-
-    layer: str
-    server: str
-    app: str
-    description: str
-    interface: str | None = "asgi"
-    spec: str | None = None
-    threads: int | None = None
-
-
 def plan_rows(settings: Settings) -> list[RowPlan]:
     """The rows of the table, bottom up (see the module docstring)."""
     spec = SERVERS[settings.server]
@@ -191,7 +178,7 @@ def plan_rows(settings: Settings) -> list[RowPlan]:
     plans.append(RowPlan("asyncio", "raw", "apps.raw_user",
                          "asyncio Protocol on uvloop, request split by hand", None))
     if settings.bare:
-        plans.append(RowPlan("asgi", BARE, APPS["asgi"], "pure ASGI app on the bare "
+        plans.append(RowPlan("asgi", BARE.name, APPS["asgi"], "pure ASGI app on the bare "
                              "baseline: httptools, one Task per request, nothing else"))
     descriptions = {"asgi": "pure ASGI app on {}", "starlette": "Starlette on {}",
                     "fastapi": "FastAPI + pydantic on {}"}
@@ -233,8 +220,8 @@ def server_argv(plan: RowPlan, host: str, port: int, axum_binary: Path | None) -
 
 def below_of(plan: RowPlan, plans: list[RowPlan]) -> RowPlan | None:
     """The row ``plan`` is compared with (module docstring), or None."""
-    if plan.layer == "asgi" and plan.server != BARE:
-        bare = next((p for p in plans if p.layer == "asgi" and p.server == BARE), None)
+    if plan.layer == "asgi" and plan.server != BARE.name:
+        bare = next((p for p in plans if p.layer == "asgi" and p.server == BARE.name), None)
         if bare is not None:
             return bare
     wanted: tuple[str, str | None] | None = {
@@ -253,76 +240,6 @@ def below_of(plan: RowPlan, plans: list[RowPlan]) -> RowPlan | None:
     return None
 
 
-# --- what came out -------------------------------------------------------------------------
-
-
-@dataclass
-class RowResult:
-    """A measured (or failed, or skipped) row before its derived columns are computed: the
-    plan and what the harness measured for it."""
-
-    plan: RowPlan
-    measurement: Measurement
-
-
-def _median(values: list[float]) -> float | None:
-    return summarize(values).median if values else None
-
-
-def row_json(result: RowResult, below: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``rows`` entry of results.json for one row.
-
-    Keys: ``layer``, ``server``, ``interface`` (``"asgi"``, ``"wsgi"``, None for axum and
-    asyncio), ``threads`` (app threads asked of the server, else None), ``description``,
-    ``app``, ``status``, ``error``,
-    ``log_tail``, ``command``; ``rps_median``, ``rps_runs``, ``rps_min``, ``rps_max`` (req/s),
-    ``spread_pct`` and ``spread_flag`` (> 10 %); ``p50_ms``, ``p90_ms``, ``p99_ms`` (median
-    over runs of each run's percentile, ms); ``errors`` (all kinds over all measured runs) and
-    ``errors_by_kind``; ``rss_peak_mb`` (10^6 bytes); ``us_per_request``, ``us_added``,
-    ``pct_of_below`` and ``below`` (``"layer/server"``), None where they do not apply;
-    ``runs`` (every run, warm-ups included).
-    """
-    plan, measurement = result.plan, result.measurement
-    summaries = measurement.measured
-    row: dict[str, Any] = {
-        "layer": plan.layer, "server": plan.server, "interface": plan.interface,
-        "threads": plan.threads, "description": plan.description,
-        "app": plan.app, "status": measurement.status, "error": measurement.error,
-        "log_tail": measurement.log_tail, "command": measurement.command,
-        "rps_median": None, "rps_runs": [], "rps_min": None, "rps_max": None,
-        "spread_pct": None, "spread_flag": False, "p50_ms": None, "p90_ms": None,
-        "p99_ms": None, "errors": None, "errors_by_kind": None, "rss_peak_mb": None,
-        "us_per_request": None, "us_added": None, "pct_of_below": None,
-        "below": f"{below['layer']}/{below['server']}" if below else None,
-        "runs": [run.to_json() for run in measurement.runs],
-    }
-    if measurement.status != "ok" or not summaries:
-        return row
-    rps = [s.rps for s in summaries]
-    spread = summarize(rps)
-    by_kind = {kind: sum(s.errors[kind] for s in summaries) for kind in summaries[0].errors}
-
-    def latency_ms(key: str) -> float | None:
-        values = [v for s in summaries if (v := s.latency_us.get(key)) is not None]
-        median = _median(values)
-        return median / 1000 if median is not None else None
-
-    peak = max(r.rss_peak_bytes for r in measurement.runs if r.kind == "measured")
-    below_rps = below["rps_median"] if below else None
-    row.update({
-        "rps_median": spread.median, "rps_runs": rps, "rps_min": spread.minimum,
-        "rps_max": spread.maximum, "spread_pct": 100 * spread.spread,
-        "spread_flag": spread.flagged, "p50_ms": latency_ms("p50"),
-        "p90_ms": latency_ms("p90"), "p99_ms": latency_ms("p99"),
-        "errors": sum(by_kind.values()), "errors_by_kind": by_kind,
-        "rss_peak_mb": peak / 1e6 if peak else None,
-        "us_per_request": us_per_request(spread.median),
-        "us_added": us_added(spread.median, below_rps),
-        "pct_of_below": pct_of_below(spread.median, below_rps),
-    })
-    return row
-
-
 def rows_json(results: list[RowResult]) -> list[dict[str, Any]]:
     """Every row's :func:`row_json`, each compared with its :func:`below_of` row."""
     plans = [r.plan for r in results]
@@ -335,119 +252,6 @@ def rows_json(results: list[RowResult]) -> list[dict[str, Any]]:
         done[result.plan] = row
         out.append(row)
     return out
-
-
-# --- the table -----------------------------------------------------------------------------
-
-HEADERS = ["Layer", "Server", "RPS", "min–max", "p50 ms", "p99 ms", "Errors", "RSS MB",
-           "µs/req", "µs added", "% of below"]
-RIGHT = [False, False, True, True, True, True, True, True, True, True, True]
-
-
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return "–" if value is None else f"{value:{spec}}{suffix}"
-
-
-def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
-    """The formatted cells of each row, in :data:`HEADERS` order.
-
-    A flagged spread marks the RPS with ``*``; a failed or skipped row says so in the RPS
-    column and leaves the rest empty.
-    """
-    cells = []
-    for row in rows:
-        if row["status"] != "ok" or row["rps_median"] is None:
-            cells.append([row["layer"], row["server"], row["status"], *["–"] * 8])
-            continue
-        flag = " *" if row["spread_flag"] else ""
-        signed = "+,.1f"
-        cells.append([
-            row["layer"], row["server"], f"{row['rps_median']:,.0f}{flag}",
-            f"{row['rps_min']:,.0f}–{row['rps_max']:,.0f}",
-            _fmt(row["p50_ms"], ".2f"), _fmt(row["p99_ms"], ".2f"), f"{row['errors']:,}",
-            _fmt(row["rss_peak_mb"], ".1f"), _fmt(row["us_per_request"], ".1f"),
-            _fmt(row["us_added"], signed), _fmt(row["pct_of_below"], ".1f", " %"),
-        ])
-    return cells
-
-
-def chart_data(rows: list[dict[str, Any]]) -> tuple[list[str], list[float], list[float],
-                                                     list[float]]:
-    """Labels, medians, minima and maxima of the rows that produced a number."""
-    ok = [r for r in rows if r["status"] == "ok" and r["rps_median"] is not None]
-    labels = [f"{r['layer']} ({r['server']})" for r in ok]
-    return (labels, [r["rps_median"] for r in ok], [r["rps_min"] for r in ok],
-            [r["rps_max"] for r in ok])
-
-
-def how_it_ran(data: dict[str, Any]) -> list[str]:
-    """The "how it ran" lines of the report, from results.json's content."""
-    s = data["settings"]
-    machine = data["machine"]
-    generator = data.get("load_generator", "wrk")
-    lines = [data["pinning"]["text"]]
-    lines.append(
-        f"{generator} {data[generator]['version']}: {s['threads']} thread(s), "
-        f"{s['connections']} connections, {s['duration_s']} s per run, {s['warmup_s']} s "
-        f"warm-up, {s['runs']} run(s) per row; RPS is the median, with min–max over runs"
-    )
-    layers = ", ".join(s.get("compare_layers", ["asgi"]))
-    lines.append(f"ASGI rows on {s['server']}; compared in the {layers} rows: "
-                 + (", ".join(s["compare"]) if s["compare"] else "none"))
-    bare = bool(s.get("bare"))
-    if bare:
-        lines.append("bare: the pure ASGI app on lessons/code/05-speed/bare_httptools.py "
-                     "(httptools, one Task per request, keep-alive, no checks, limits or "
-                     "timers): a baseline nobody should deploy, not a server")
-    lines.append(data["axum"]["note"])
-    if data["axum"]["built"]:
-        lines.append("axum runs a current_thread tokio runtime: one thread, a one-core ceiling")
-    lines.append(f"machine: {machine['cpu_model']}, {machine['cores']} cores; "
-                 f"Python {data['python']['version']}; {data['date']}")
-    if "git" in data:
-        git = data["git"]
-        lines.append("toyservers: not a git checkout" if git is None else
-                     f"toyservers at commit {git['commit'][:12]}"
-                     + (", with uncommitted changes" if git["dirty"] else ""))
-    wsgi = bool(s.get("wsgi"))
-    if wsgi:
-        lines.append(f"WSGI rows: one process each; toy-wsgi-gthread, gunicorn-gthread and "
-                     f"waitress run the app in {s['wsgi_threads']} threads (one per wrk "
-                     "connection; all three park idle keep-alive connections in a selector, "
-                     "so fewer would only cost throughput); gunicorn's sync worker serves one "
-                     "connection at a time and closes it after each response, so wrk "
-                     "reconnects for every request; bjoern runs the app on its one libev "
-                     "thread")
-        lines.append(data.get("bjoern", {}).get("note", "bjoern: unknown"))
-    asgi = ("bare with asyncio and the other asgi rows with bare, so they show what each "
-            "server adds over the bare minimum" if bare else "asgi with asyncio")
-    footnote = (f"µs added and % of below compare {asgi}; starlette with asgi on the same "
-                "server, fastapi with starlette; ")
-    if wsgi:
-        footnote += ("wsgi with asyncio (no bare WSGI baseline exists: the raw row is the same "
-                     "endpoint with no server and no interface, so a wsgi row's µs added is "
-                     "its whole server), flask with wsgi on the same server; ")
-    lines.append(footnote + "* marks runs spread more than 10 %")
-    return lines
-
-
-def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
-    """Write results.json, results.md and layers.png into ``out``; return their paths."""
-    rows = data["rows"]
-    cells = table_cells(rows)
-    how = how_it_ran(data)
-    notes = [f"{r['layer']} ({r['server']}) {r['status']}: {r['error']}"
-             for r in rows if r["status"] != "ok"]
-    json_path, md_path, png_path = out / "results.json", out / "results.md", out / "layers.png"
-    report.write_json(json_path, data)
-    report.write_markdown(md_path, "bench layers: the cost of each layer", how, HEADERS, cells,
-                          notes, RIGHT)
-    labels, values, lows, highs = chart_data(rows)
-    report.bar_chart(png_path, labels, values, lows, highs,
-                     title="The same POST/JSON endpoint, layer by layer (requests/s, median)",
-                     xlabel="requests per second (min–max whiskers)",
-                     subtitle=data["pinning"]["text"])
-    return [json_path, md_path, png_path]
 
 
 # --- measuring -----------------------------------------------------------------------------
@@ -491,14 +295,7 @@ def measure_all(plans: list[RowPlan], settings: Settings, pinning: Pinning,
         result = measure_row(plan, settings, pinning, generator, axum_binary, logs, progress,
                              task)
         results.append(result)
-        label, measurement = f"{plan.layer} ({plan.server})", result.measurement
-        if measurement.status == "ok":
-            rps = summarize([s.rps for s in measurement.measured]).median
-            progress.console.print(f"[green]✓[/] {label}: {rps:,.0f} requests/s")
-        else:
-            progress.console.print(Panel(measurement.log_tail or "(empty log)",
-                                         title=f"[red]✗ {label} failed:[/] {measurement.error}",
-                                         title_align="left"))
+        print_outcome(progress.console, f"{plan.layer} ({plan.server})", result.measurement)
 
 
 def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
@@ -509,10 +306,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     """
     generator = load_generator("wrk")
     validate_servers([settings.server, *settings.compare])
-    check_port(settings.host, settings.port)
-    pinning = decide_pinning(settings, usable_cpus(), client=generator.name)
-    if pinning.server_cpu is None and settings.pin:
-        console.print(f"[yellow]note:[/] {pinning.text}")
+    pinning = pinning_for(settings, console, client=generator.name)
     if settings.axum:
         with console.status("axum: building the native ceiling with cargo (once, then cached)"):
             native = ensure_axum()
@@ -529,8 +323,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
         console.print(note, highlight=False)
         if not installed:
             plans = [p for p in plans if (p.spec or p.server) != "bjoern"]
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = logs_folder(out)
     started = datetime.now(UTC)
     results: list[RowResult] = []
     with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
@@ -540,7 +333,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     return {
         "experiment": "layers",
         "date": started.isoformat(timespec="seconds"),
-        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "command": invocation(),
         "settings": {
             "connections": settings.connections, "threads": settings.threads,
             "duration_s": settings.duration, "warmup_s": settings.warmup,
@@ -551,8 +344,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             "host": settings.host, "timeout_s": settings.timeout,
             "body": SAMPLE_BODY.decode(), "lua_script": str(POST_JSON),
         },
-        "pinning": {"server_cpu": pinning.server_cpu, "load_cpu": pinning.load_cpu,
-                    "text": pinning.text},
+        "pinning": pinning.to_json(),
         **environment(generator),
         "axum": {"built": native.binary is not None, "note": native.note,
                  "build_command": native.command, "rustc": native.rustc,
@@ -566,12 +358,11 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
 
 
 def command(
-    connections: Annotated[int, typer.Option(min=1, help="wrk connections.")] = 10,
-    threads: Annotated[int, typer.Option(min=1, help="wrk threads.")] = 1,
-    duration: Annotated[int, typer.Option(min=1, help="Seconds per measured run.")] = 10,
-    warmup: Annotated[int, typer.Option(min=0, help="Seconds of warm-up per row (0: none).")
-                      ] = 2,
-    runs: Annotated[int, typer.Option(min=1, help="Measured runs per row.")] = 3,
+    connections: options.Connections = 10,
+    threads: options.Threads = 1,
+    duration: options.Duration = 10,
+    warmup: options.Warmup = 2,
+    runs: options.Runs = 3,
     server: Annotated[str, typer.Option(help="ASGI server under the asgi, starlette and "
                                              "fastapi rows.")] = DEFAULT_SERVER,
     compare: Annotated[str, typer.Option(help="Comma-separated servers that each add an asgi "
@@ -596,13 +387,11 @@ def command(
                     "one per keep-alive connection (all three park idle ones in a selector "
                     "and serve 10 connections on 1 thread with 0 errors); fewer only cost "
                     "throughput.")] = WSGI_THREADS,
-    pin: Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")] = True,
-    server_cpu: Annotated[int, typer.Option(help="CPU for the server when pinned.")] = 0,
-    wrk_cpu: Annotated[int, typer.Option(help="CPU for wrk when pinned.")] = 1,
-    host: Annotated[str, typer.Option(help="Address the servers listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535,
-                                      help="Port for every server (0: a free one per row).")
-                    ] = 0,
+    pin: options.Pin = True,
+    server_cpu: options.ServerCpu = 0,
+    wrk_cpu: options.WrkCpu = 1,
+    host: options.Host = "127.0.0.1",
+    port: options.Port = 0,
     output: Annotated[Path | None, typer.Option(
         help="Folder for results.json, results.md and layers.png "
              "[default: results/layers-<timestamp>]")] = None,

@@ -38,7 +38,6 @@ from __future__ import annotations
 import http.client
 import json
 import resource
-import sys
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,26 +47,31 @@ import typer
 from rich.console import Console
 
 from apps import load_app
+from bench import command as options
 from bench import report
-from bench.command import consoles, finish, names, user_mistakes
+from bench.command import (
+    consoles,
+    finish,
+    invocation,
+    logs_folder,
+    names,
+    pinning_for,
+    print_outcome,
+    user_mistakes,
+)
 from bench.harness import (
     Measurement,
     Method,
     UsageProblem,
-    check_port,
-    decide_pinning,
     environment,
+    fetch,
     kept_on,
     load_generator,
     measure_server,
 )
-from bench.layers import RowPlan, RowResult, bjoern_status, row_json
-from bench.machine import usable_cpus
-from bench.servers import (
-    fetch,
-    print_outcome,
-    provenance,
-)
+from bench.layers import bjoern_status
+from bench.report import cell, load_published, provenance
+from bench.rows import RowPlan, RowResult, row_json
 from bench.wrk_get import GET_BEARER, WrkGet
 from toyservers.registry import SERVERS, get
 
@@ -75,7 +79,7 @@ DEFAULT_SERVER = "gunicorn"
 DEFAULT_COMPARE = ("gunicorn-gthread", "uvicorn", "bjoern", "toy-wsgi", "toy-wsgi-gthread")
 DEFAULT_CONNECTIONS = (100, 1000)
 #: The published figures and their source.
-PUBLISHED = Path(__file__).parent / "published" / "load.json"
+PUBLISHED = report.PUBLISHED_DIR / "load.json"
 #: File descriptors kept free beyond one per connection (logs, pipes, the listening socket).
 FD_MARGIN = 1024
 
@@ -109,12 +113,6 @@ class Settings(Method):
     def servers(self) -> list[str]:
         """``server`` then ``compare``, each once."""
         return list(dict.fromkeys((self.server, *self.compare)))
-
-
-def load_published(path: Path = PUBLISHED) -> dict[str, Any]:
-    """The published figures file (see ``bench/published/load.json``)."""
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
 
 
 def published_levels(published: dict[str, Any]) -> tuple[Level, ...]:
@@ -242,11 +240,9 @@ def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
         cells.append([
             row["layer"], row["server"], f"{row['rps_median']:,.0f}{flag}",
             f"{row['rps_min']:,.0f}–{row['rps_max']:,.0f}",
-            "–" if row["p50_ms"] is None else f"{row['p50_ms']:.2f}",
-            "–" if row["p99_ms"] is None else f"{row['p99_ms']:.2f}",
+            cell(row["p50_ms"], ".2f"), cell(row["p99_ms"], ".2f"),
             *[f"{kinds[k]:,}" for k in ("connect", "read", "write", "timeout", "status")],
-            "–" if row["rss_peak_mb"] is None else f"{row['rss_peak_mb']:.1f}",
-            "–" if pct is None else f"{pct:.0f} %", published,
+            cell(row["rss_peak_mb"], ".1f"), cell(pct, ".0f", " %"), published,
         ])
     return cells
 
@@ -321,10 +317,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     """
     validate(settings)
     wrk = load_generator("wrk")
-    check_port(settings.host, settings.port)
-    pinning = decide_pinning(settings, usable_cpus(), client="wrk")
-    if pinning.server_cpu is None and settings.pin:
-        console.print(f"[yellow]note:[/] {pinning.text}")
+    pinning = pinning_for(settings, console)
     nofile = raise_nofile(max(lv.connections for lv in settings.levels) + FD_MARGIN)
     console.print(nofile["note"], highlight=False)
     installed, note = bjoern_status()
@@ -333,9 +326,8 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     else:
         note = "no bjoern row (not in --server or --compare)"
     bjoern = {"installed": installed, "note": note}
-    published = load_published()
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    published = load_published("load")
+    logs = logs_folder(out)
     started = datetime.now(UTC)
     generator = WrkGet(wrk.path, load_app.SAMPLE_PATH)
     results: list[tuple[Level, RowResult]] = []
@@ -360,12 +352,12 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
                         method=method, pinning=pinning, generator=generator,
                         log_path=logs / f"{level.connections}-{name}.log",
                         progress=report.RichProgress(progress, task), check=check)
-                print_outcome(progress, label, measurement)
+                print_outcome(progress.console, label, measurement)
                 results.append((level, RowResult(plan, measurement)))
     return {
         "experiment": "load",
         "date": started.isoformat(timespec="seconds"),
-        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "command": invocation(),
         "settings": {
             "levels": [{"threads": lv.threads, "connections": lv.connections,
                         "duration_s": lv.duration} for lv in settings.levels],
@@ -375,8 +367,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             "host": settings.host, "timeout_s": settings.timeout,
             "path": load_app.SAMPLE_PATH, "lua_script": str(GET_BEARER),
         },
-        "pinning": {"server_cpu": pinning.server_cpu, "load_cpu": pinning.load_cpu,
-                    "text": pinning.text},
+        "pinning": pinning.to_json(),
         **environment(wrk),
         "nofile": nofile,
         "somaxconn": somaxconn(),
@@ -396,10 +387,9 @@ def command(
         help="Comma-separated connection counts, one load level each.")
     ] = ",".join(map(str, DEFAULT_CONNECTIONS)),
     threads: Annotated[int, typer.Option(min=1, help="wrk threads at every level.")] = 1,
-    duration: Annotated[int, typer.Option(min=1, help="Seconds per measured run.")] = 10,
-    warmup: Annotated[int, typer.Option(min=0, help="Seconds of warm-up per row (0: none).")
-                      ] = 2,
-    runs: Annotated[int, typer.Option(min=1, help="Measured runs per row.")] = 3,
+    duration: options.Duration = 10,
+    warmup: options.Warmup = 2,
+    runs: options.Runs = 3,
     published: Annotated[bool, typer.Option(
         "--published", help="Run the published levels instead: 12 threads, 1000 connections, "
                             "60 s; 24 threads, 8000 connections, 120 s (--connections, "
@@ -411,10 +401,10 @@ def command(
     compare: Annotated[str, typer.Option(
         help="Comma-separated servers measured beside --server ('' for none); an ASGI "
              "server runs the Flask app through a2wsgi.")] = ",".join(DEFAULT_COMPARE),
-    pin: Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")] = True,
-    server_cpu: Annotated[int, typer.Option(help="CPU for the server when pinned.")] = 0,
-    wrk_cpu: Annotated[int, typer.Option(help="CPU for wrk when pinned.")] = 1,
-    host: Annotated[str, typer.Option(help="Address the servers listen on.")] = "127.0.0.1",
+    pin: options.Pin = True,
+    server_cpu: options.ServerCpu = 0,
+    wrk_cpu: options.WrkCpu = 1,
+    host: options.Host = "127.0.0.1",
     output: Annotated[Path | None, typer.Option(
         help="Folder for results.json, results.md and load.png "
              "[default: results/load-<timestamp>]")] = None,
@@ -425,7 +415,7 @@ def command(
     out = output if output is not None else report.default_output("load")
     with user_mistakes(errors):
         if published:
-            levels = published_levels(load_published())
+            levels = published_levels(load_published("load"))
         else:
             try:
                 counts = [int(c) for c in names(connections)]

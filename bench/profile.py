@@ -33,14 +33,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import io
-import os
 import platform
-import pstats
 import signal
 import subprocess
 import sys
-import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,8 +48,9 @@ import typer
 from rich.console import Console
 
 from apps.user import SAMPLE_BODY
+from bench import command as options
 from bench import report
-from bench.command import consoles
+from bench.command import consoles, invocation
 from bench.harness import (
     Method,
     UsageProblem,
@@ -69,6 +66,7 @@ from bench.layers import APPS
 from bench.loadgen import Load, LoadGenerator
 from bench.machine import usable_cpus
 from bench.process import ServerProcess, ServerStartError, free_port, kill_tree
+from bench.profile_report import report_files, write_pyinstrument
 from bench.wrk import POST_JSON
 from toyservers.registry import SERVERS
 
@@ -81,15 +79,8 @@ DEFAULT_SERVER = "uvicorn"
 #: ASGI servers that run the app in the process we start, so a profiler in it sees the app.
 PROFILABLE = ("uvicorn", "uvicorn-h11", "toy-raw", "toy-h11", "toy-httptools", "toy-anyio",
               "toy-anyio-trio")
-#: Rows in each table of the cProfile report.
-TOP = 25
-#: pyinstrument's ``profile-top.txt`` keeps branches with at least this share of the time.
-TOP_THRESHOLD = 0.03
 #: Seconds the subprocess gets after SIGINT to shut down and write its report.
 REPORT_TIMEOUT = 120.0
-#: Files whose frames pyinstrument's call tree keeps visible (it folds other library frames).
-SHOW_REGEX = (r".*[\\/](apps|toyservers|bench|uvicorn|starlette|fastapi|pydantic|msgspec|"
-              r"httptools|h11|anyio)[\\/].*")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -244,78 +235,6 @@ def child(argv: Sequence[str]) -> int:
     return 0
 
 
-def write_pyinstrument(session: Any, out: Path, *, html: bool) -> list[Path]:
-    """Render a pyinstrument ``Session`` into ``out``; return the paths written.
-
-    ``profile.txt`` is the call tree down to branches of 1 % of the profiled wall time,
-    ``profile-top.txt`` the same down to :data:`TOP_THRESHOLD`, and with ``html``,
-    ``profile.html`` is pyinstrument's interactive report. Library frames outside
-    :data:`SHOW_REGEX` are folded into "frames hidden" lines.
-    """
-    from pyinstrument.renderers import ConsoleRenderer, HTMLRenderer
-
-    options = {"show_regex": SHOW_REGEX}
-    paths = [out / "profile.txt", out / "profile-top.txt"]
-    for path, threshold in zip(paths, (0.01, TOP_THRESHOLD), strict=True):
-        tree = ConsoleRenderer(unicode=True, color=False, time="percent_of_total",
-                               processor_options={**options, "filter_threshold": threshold})
-        path.write_text(tree.render(session), encoding="utf-8")
-    if html:
-        paths.append(out / "profile.html")
-        paths[2].write_text(HTMLRenderer().render(session), encoding="utf-8")
-    return paths
-
-
-# --- the cProfile table ----------------------------------------------------------------------
-
-
-def short_path(path: str, prefixes: Sequence[str]) -> str:
-    """``path`` relative to the longest of ``prefixes`` it starts with, else unchanged."""
-    for prefix in sorted(prefixes, key=len, reverse=True):
-        if prefix and path.startswith(prefix.rstrip(os.sep) + os.sep):
-            return path[len(prefix.rstrip(os.sep)) + 1:]
-    return path
-
-
-def _prefixes() -> list[str]:
-    paths = sysconfig.get_paths()
-    return [str(ROOT), paths["purelib"], paths["platlib"], paths["stdlib"]]
-
-
-def pstats_table(stats: pstats.Stats, requests: int, top: int = TOP,
-                 prefixes: Sequence[str] | None = None) -> str:
-    """The cProfile report: the ``top`` functions by cumulative time, then by own time.
-
-    Columns: calls, own time and cumulative time in seconds, cumulative µs per request
-    (``requests`` from wrk; "–" when 0), and ``file:line(function)`` with the file relative
-    to site-packages, the standard library or this repository.
-    """
-    raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = (
-        stats.stats  # type: ignore[attr-defined]
-    )
-    where = list(prefixes) if prefixes is not None else _prefixes()
-    total = float(stats.total_tt)  # type: ignore[attr-defined]
-
-    def name(key: tuple[str, int, str]) -> str:
-        file, line, func = key
-        if file == "~":
-            return func
-        return f"{short_path(file, where)}:{line}({func})"
-
-    def section(title: str, order: int) -> list[str]:
-        rows = sorted(raw.items(), key=lambda item: item[1][order], reverse=True)[:top]
-        lines = [title, f"{'calls':>10} {'own s':>8} {'cum s':>8} {'cum µs/req':>11}  function"]
-        for key, (_, calls, own, cum, _callers) in rows:
-            per_request = f"{cum * 1e6 / requests:,.1f}" if requests else "–"
-            lines.append(f"{calls:>10,} {own:>8.3f} {cum:>8.3f} {per_request:>11}  {name(key)}")
-        return lines
-
-    head = [f"cProfile: {total:.3f} s of profiled time, {requests:,} requests answered", ""]
-    by_cum = section(f"Top {top} by cumulative time (the function and what it calls)", 3)
-    by_own = section(f"Top {top} by own time (the function's body alone)", 2)
-    return "\n".join([*head, *by_cum, "", *by_own]) + "\n"
-
-
 # --- the command ---------------------------------------------------------------------------
 
 
@@ -381,7 +300,7 @@ def profile(target: Target, profiler: str, *, duration: int, connections: int, t
     data: dict[str, Any] = {
         "experiment": "profile",
         "date": started.isoformat(timespec="seconds"),
-        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "command": invocation(),
         "layer": target.layer, "server": target.server, "app": target.app,
         "profiler": {"name": profiler,
                      "version": version("pyinstrument") if profiler == "pyinstrument"
@@ -390,26 +309,12 @@ def profile(target: Target, profiler: str, *, duration: int, connections: int, t
         "wrk_command": command,
         "settings": {"duration_s": duration, "connections": connections, "threads": threads,
                      "host": host, "body": SAMPLE_BODY.decode(), "lua_script": str(POST_JSON)},
-        "pinning": {"server_cpu": pinning.server_cpu, "load_cpu": pinning.load_cpu,
-                    "text": pinning.text},
+        "pinning": pinning.to_json(),
         **environment(generator),
         "files": [p.name for p in files],
     }
     data[generator.name]["summary"] = summary.to_json()
     return data
-
-
-def report_files(out: Path, profiler: str, html: bool, requests: int) -> list[Path]:
-    """The report files for ``profiler`` in ``out``; for cProfile, write the table first."""
-    if profiler == "cprofile":
-        raw = out / "profile.pstats"
-        table = out / "profile.txt"
-        if raw.is_file():
-            table.write_text(pstats_table(pstats.Stats(str(raw), stream=io.StringIO()),
-                                          requests), encoding="utf-8")
-        return [raw, table]
-    names = ["profile.txt", "profile-top.txt", *(["profile.html"] if html else [])]
-    return [out / name for name in names]
 
 
 def command(
@@ -421,9 +326,9 @@ def command(
     duration: Annotated[int, typer.Option(min=1, help="Seconds of wrk load.")] = 5,
     profiler: Annotated[str, typer.Option(help="pyinstrument (sampling) or cprofile "
                                                "(tracing).")] = "pyinstrument",
-    connections: Annotated[int, typer.Option(min=1, help="wrk connections.")] = 10,
-    threads: Annotated[int, typer.Option(min=1, help="wrk threads.")] = 1,
-    pin: Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")] = True,
+    connections: options.Connections = 10,
+    threads: options.Threads = 1,
+    pin: options.Pin = True,
     html: Annotated[bool, typer.Option(help="Also write pyinstrument's interactive HTML.")
                     ] = True,
     host: Annotated[str, typer.Option(help="Address the server listens on.")] = "127.0.0.1",

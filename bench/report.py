@@ -1,8 +1,10 @@
 """Writers shared by every ``bench`` subcommand: a rich table, results.json/.md, a bar chart.
 
-A table is given as column headers plus rows of already formatted cells, so each experiment
-decides its columns and this module only lays them out. :func:`prepare_output` checks an
-output folder is writable before any measuring starts.
+A table is given as column headers plus rows of already formatted cells (:func:`cell`), so
+each experiment decides its columns and this module only lays them out. :func:`prepare_output`
+checks an output folder is writable before any measuring starts; :func:`load_published` reads
+the published figures an experiment stands beside; :func:`provenance` gives the lines every
+report ends "How it ran" with.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+#: The published figures each experiment compares with: ``<experiment>.json``.
+PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
 
 
 def progress_bar(console: Console) -> Progress:
@@ -67,6 +72,32 @@ def prepare_output(path: Path) -> Path:
         reason = exc.strerror or str(exc)
         raise OutputError(f"cannot write results to {path}: {reason}") from None
     return path
+
+
+def load_published(name: str, folder: Path = PUBLISHED_DIR) -> dict[str, Any]:
+    """The published figures of experiment ``name`` (``bench/published/<name>.json``).
+
+    Raises:
+        OSError: the file cannot be read; ValueError: it is not JSON.
+    """
+    data: dict[str, Any] = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def cell(value: float | None, spec: str = ".1f", suffix: str = "") -> str:
+    """One table cell: ``value`` formatted by ``spec`` with ``suffix``, or "–" for None."""
+    return "–" if value is None else f"{value:{spec}}{suffix}"
+
+
+def provenance(data: dict[str, Any]) -> list[str]:
+    """The machine line and the git line of a results.json's content (``machine``,
+    ``python``, ``date``, ``git`` as :func:`bench.harness.environment` records them)."""
+    machine, git = data["machine"], data.get("git")
+    return [f"machine: {machine['cpu_model']}, {machine['cores']} cores; "
+            f"Python {data['python']['version']}; {data['date']}",
+            "toyservers: not a git checkout" if git is None else
+            f"toyservers at commit {git['commit'][:12]}"
+            + (", with uncommitted changes" if git["dirty"] else "")]
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

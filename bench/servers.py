@@ -40,9 +40,7 @@ warms up, runs ``--runs`` measured wrk runs while sampling RSS, and stops the pr
 from __future__ import annotations
 
 import http.client
-import importlib.metadata
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,28 +49,45 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.panel import Panel
 from rich.progress import Progress
 
 from apps import servers_app
+from bench import command as options
 from bench import report
-from bench.command import consoles, finish, names, user_mistakes
+from bench.command import (
+    consoles,
+    finish,
+    invocation,
+    logs_folder,
+    names,
+    pinning_for,
+    print_outcome,
+    user_mistakes,
+)
 from bench.harness import (
     Measurement,
     Method,
     Pinning,
     UsageProblem,
-    check_port,
-    decide_pinning,
     environment,
+    fetch,
     kept_on,
     load_generator,
     measure_server,
 )
-from bench.layers import RowPlan, RowResult, row_json
-from bench.machine import usable_cpus
 from bench.redis_server import RedisMissing, RedisServer, redis_version
-from bench.stats import summarize
+from bench.report import load_published
+from bench.rows import RowPlan, RowResult, row_json
+from bench.servers_report import (
+    FEATURE_HEADERS,
+    RIGHT,
+    feature_cells,
+    feature_row,
+    headers,
+    how_it_ran,
+    table_cells,
+    write_outputs,
+)
 from bench.wrk_get import GET_BEARER, WrkGet
 from toyservers.registry import SERVERS, ServerSpec, get
 
@@ -80,7 +95,7 @@ APP = "apps.servers_app:app"
 DEFAULT_SERVER = "uvicorn"
 DEFAULT_COMPARE = ("hypercorn", "daphne", "granian", "toy-raw", "toy-h11", "toy-httptools")
 #: The published figures and their source.
-PUBLISHED = Path(__file__).parent / "published" / "servers.json"
+PUBLISHED = report.PUBLISHED_DIR / "servers.json"
 #: Users seeded into Redis, and activities per user; the token names the first user.
 USERS, ACTIVITIES = 100, 10
 
@@ -155,30 +170,13 @@ def server_argv(spec: ServerSpec, host: str, port: int, workers: int) -> list[st
 # --- checks ------------------------------------------------------------------------------------
 
 
-def fetch(host: str, port: int, path: str, token: str = "", timeout: float = 5.0
-          ) -> tuple[int, dict[str, str], bytes]:
-    """``GET path`` once: ``(status, headers with lower-case names, body)``.
-
-    Raises:
-        OSError, http.client.HTTPException: the request failed.
-    """
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        conn.request("GET", path, headers=headers)
-        response = conn.getresponse()
-        body = response.read()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, body
-    finally:
-        conn.close()
-
-
 def checker(endpoint: Endpoint, token: str) -> Callable[[str, int], str | None]:
     """The harness's check for ``endpoint``: None when one request comes back right."""
 
     def check(host: str, port: int) -> str | None:
         try:
-            status, headers, body = fetch(host, port, endpoint.path, token)
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            status, _, body = fetch(host, port, endpoint.path, headers=headers)
         except (OSError, http.client.HTTPException) as exc:
             return f"check request failed: {exc!r}"
         if status != 200:
@@ -201,80 +199,7 @@ def checker(endpoint: Endpoint, token: str) -> Callable[[str, int], str | None]:
     return check
 
 
-# --- the feature table -------------------------------------------------------------------------
-
-
-def licence(distribution: str) -> str:
-    """The licence an installed distribution declares: ``License-Expression``, else a
-    one-line ``License`` field, else its ``License ::`` classifier; ``"unknown"`` otherwise."""
-    try:
-        meta = importlib.metadata.metadata(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-    expression = meta["License-Expression"]
-    if expression:
-        return str(expression)
-    text = str(meta["License"] or "").strip()
-    if text and "\n" not in text and len(text) <= 40:
-        return text
-    for classifier in meta.get_all("Classifier") or []:
-        if classifier.startswith("License ::"):
-            return str(classifier).rsplit("::", 1)[1].strip().removesuffix(" License")
-    return "unknown"
-
-
-def installed(distribution: str) -> bool:
-    """True when ``distribution`` is installed."""
-    try:
-        importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-def feature_row(spec: ServerSpec) -> dict[str, Any]:
-    """One server's features, from the registry and its distribution's metadata.
-
-    Keys: ``server``, ``package``, ``version``, ``http1``, ``http2`` (``"h2, h2c"``,
-    ``"h2"``, ``"h2c"`` or ``"no"``), ``websocket``, ``http3`` (``"no"``, or what it needs),
-    ``workers`` (``"--workers N"`` or ``"no"``), ``workers_note`` (why not), ``licence``.
-    """
-    protocols = spec.protocols
-    h2 = ", ".join(p for p in ("h2", "h2c") if p in protocols) or "no"
-    optional = dict(spec.optional_protocols)
-    if "h3" in protocols:
-        h3 = "yes"
-    elif "h3" in optional:
-        need = optional["h3"]
-        h3 = f"with {need} ({'installed' if installed(need) else 'not installed'})"
-    else:
-        h3 = "no"
-    return {
-        "server": spec.name, "package": spec.package, "version": spec.version(),
-        "http1": "yes" if "http/1.1" in protocols else "no", "http2": h2,
-        "websocket": "yes" if "websocket" in protocols else "no", "http3": h3,
-        "workers": "--workers N" if spec.multiprocess else "no",
-        "workers_note": spec.one_process, "licence": licence(spec.package),
-    }
-
-
-FEATURE_HEADERS = ["Server", "Version", "HTTP/1.1", "HTTP/2", "WebSocket", "HTTP/3",
-                   "Worker processes", "Licence"]
-
-
-def feature_cells(features: list[dict[str, Any]]) -> list[list[str]]:
-    """The feature table's cells, in :data:`FEATURE_HEADERS` order."""
-    return [[f["server"], f"{f['package']} {f['version']}", f["http1"], f["http2"],
-             f["websocket"], f["http3"], f["workers"], f["licence"]] for f in features]
-
-
 # --- the published figures ---------------------------------------------------------------------
-
-
-def load_published(path: Path = PUBLISHED) -> dict[str, Any]:
-    """The published figures file (see ``bench/published/servers.json``)."""
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
 
 
 def published_row(published: dict[str, Any], endpoint: str, server: str, base: str
@@ -312,138 +237,7 @@ def rows_json(results: list[RowResult], base: str, published: dict[str, Any],
     return out
 
 
-HEADERS = ["Endpoint", "Server", "RPS", "min–max", "p99 ms", "Errors", "RSS MB",
-           "% of {base}", "Published RPS", "Published RSS MB", "Published % of {base}"]
-RIGHT = [False, False, True, True, True, True, True, True, True, True, True]
-
-
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return "–" if value is None else f"{value:{spec}}{suffix}"
-
-
-def headers(base: str) -> list[str]:
-    """:data:`HEADERS` with the base server's name."""
-    return [h.format(base=base) for h in HEADERS]
-
-
-def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
-    """Each row's cells in :data:`HEADERS` order (a failed or skipped row says so)."""
-    cells = []
-    for row in rows:
-        pub = row["published"] or {}
-        published = [_fmt(pub.get("rps"), ",.0f"), _fmt(pub.get("rss_mb"), ".1f"),
-                     _fmt(pub.get("pct_of_base"), ".0f", " %")]
-        if row["status"] != "ok" or row["rps_median"] is None:
-            cells.append([row["endpoint"], row["server"], row["status"], *["–"] * 5,
-                          *published])
-            continue
-        flag = " *" if row["spread_flag"] else ""
-        pct = 100.0 if row["below"] is None else row["pct_of_below"]
-        cells.append([
-            row["endpoint"], row["server"], f"{row['rps_median']:,.0f}{flag}",
-            f"{row['rps_min']:,.0f}–{row['rps_max']:,.0f}", _fmt(row["p99_ms"], ".2f"),
-            f"{row['errors']:,}", _fmt(row["rss_peak_mb"], ".1f"), _fmt(pct, ".0f", " %"),
-            *published,
-        ])
-    return cells
-
-
-def provenance(data: dict[str, Any]) -> list[str]:
-    """The lines every report of this module and :mod:`bench.load` ends "How it ran" with."""
-    machine, git = data["machine"], data.get("git")
-    lines = [f"machine: {machine['cpu_model']}, {machine['cores']} cores; "
-             f"Python {data['python']['version']}; {data['date']}"]
-    lines.append("toyservers: not a git checkout" if git is None else
-                 f"toyservers at commit {git['commit'][:12]}"
-                 + (", with uncommitted changes" if git["dirty"] else ""))
-    return lines
-
-
-def how_it_ran(data: dict[str, Any]) -> list[str]:
-    """The "How it ran" lines, from results.json's content."""
-    s = data["settings"]
-    pub = data["published"]
-    setup = pub["setup"]
-    versions = ", ".join(f"{k} {v}" for k, v in setup["servers"].items())
-    lines = [
-        data["pinning"]["text"],
-        f"wrk {data['wrk']['version']}: {s['threads']} thread(s), {s['connections']} "
-        f"connections, {s['duration_s']} s per run, {s['warmup_s']} s warm-up, {s['runs']} "
-        "run(s) per row; GET through bench/lua/get_bearer.lua; RPS is the median, with "
-        "min–max over runs",
-        f"{s['workers']} worker process(es) per server; RSS is the peak over the measured "
-        "runs of the server's whole process tree (a master and its workers summed)",
-        f"activities: redis-server {data['redis']['version']} on a free loopback port, no "
-        f"persistence, {s['users']} users with {s['activities']} activities each, on wrk's "
-        "CPU when pinned; wrk sends one user's JWT (HS256) as the bearer token",
-        f"% of {s['server']}: RPS over the {s['server']} row of the same endpoint, in this "
-        "run; the published column computes the same ratio from the paper's figures",
-        f"published: {pub['source']} Setup: {setup['load_generator']} with "
-        f"{setup['load_generator_workers']} worker processes on {setup['machine']}; "
-        f"{versions}",
-    ]
-    return [*lines, *provenance(data), "* marks runs spread more than 10 %"]
-
-
-def chart_data(rows: list[dict[str, Any]], key: str = "rps_median"
-               ) -> tuple[list[str], list[float], list[float], list[float]]:
-    """Labels, values, minima and maxima of the rows with a figure for ``key``."""
-    ok = [r for r in rows if r["status"] == "ok" and r[key] is not None]
-    labels = [f"{r['endpoint']}: {r['server']}" for r in ok]
-    values = [float(r[key]) for r in ok]
-    if key == "rps_median":
-        return labels, values, [r["rps_min"] for r in ok], [r["rps_max"] for r in ok]
-    return labels, values, values, values
-
-
-def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
-    """Write results.json, results.md, servers.png (RPS) and servers-rss.png into ``out``."""
-    rows = data["rows"]
-    base = data["settings"]["server"]
-    how = how_it_ran(data)
-    notes = [f"{r['endpoint']} ({r['server']}) {r['status']}: {r['error']}"
-             for r in rows if r["status"] != "ok"]
-    notes += [f"{f['server']}: {f['workers_note']}" for f in data["features"]
-              if f["workers_note"]]
-    json_path, md_path = out / "results.json", out / "results.md"
-    rps_png, rss_png = out / "servers.png", out / "servers-rss.png"
-    report.write_json(json_path, data)
-    report.write_markdown(md_path, "bench servers: ASGI servers on three endpoints", how,
-                          headers(base), table_cells(rows), notes, RIGHT)
-    with md_path.open("a", encoding="utf-8") as md:
-        md.write("\n**What each server offers**\n\n")
-        md.write(report.markdown_table(FEATURE_HEADERS, feature_cells(data["features"])))
-        md.write("\nGenerated from the registry (toyservers/registry.py) and each "
-                 "distribution's installed metadata.\n")
-    labels, values, lows, highs = chart_data(rows)
-    report.bar_chart(rps_png, labels, values, lows, highs,
-                     title="The same FastAPI app on each server (requests/s, median)",
-                     xlabel="requests per second (min–max whiskers)",
-                     subtitle=data["pinning"]["text"])
-    labels, values, lows, highs = chart_data(rows, "rss_peak_mb")
-    report.bar_chart(rss_png, labels, values, lows, highs,
-                     title="Peak RSS of each server's process tree under load (MB)",
-                     xlabel="MB (10^6 bytes)", subtitle=data["pinning"]["text"])
-    return [json_path, md_path, rps_png, rss_png]
-
-
 # --- measuring ---------------------------------------------------------------------------------
-
-
-
-
-def print_outcome(progress: Progress, label: str, measurement: Measurement) -> None:
-    """One line for a measured row, or a panel with the failed server's log tail."""
-    if measurement.status == "ok":
-        rps = summarize([s.rps for s in measurement.measured]).median
-        progress.console.print(f"[green]✓[/] {label}: {rps:,.0f} requests/s")
-    elif measurement.status == "skipped":
-        progress.console.print(f"[yellow]–[/] {label} skipped: {measurement.error}")
-    else:
-        progress.console.print(Panel(measurement.log_tail or "(empty log)",
-                                     title=f"[red]✗ {label} failed:[/] {measurement.error}",
-                                     title_align="left"))
-
 
 def measure_rows(settings: Settings, pinning: Pinning, wrk: str, token: str,
                  env: dict[str, str], logs: Path, progress: Progress, task: Any
@@ -469,7 +263,7 @@ def measure_rows(settings: Settings, pinning: Pinning, wrk: str, token: str,
                     generator=generator, log_path=logs / f"{endpoint.name}-{name}.log",
                     progress=report.RichProgress(progress, task), check=checker(endpoint, token),
                     env=env)
-            print_outcome(progress, label, measurement)
+            print_outcome(progress.console, label, measurement)
             results.append(RowResult(plan, measurement))
     return results
 
@@ -483,13 +277,9 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     """
     validate(settings)
     wrk = load_generator("wrk")
-    check_port(settings.host, settings.port)
-    pinning = decide_pinning(settings, usable_cpus(), client="wrk")
-    if pinning.server_cpu is None and settings.pin:
-        console.print(f"[yellow]note:[/] {pinning.text}")
-    published = load_published()
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    pinning = pinning_for(settings, console)
+    published = load_published("servers")
+    logs = logs_folder(out)
     started = datetime.now(UTC)
     token = servers_app.make_token(servers_app.username(1))
     try:
@@ -510,7 +300,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     return {
         "experiment": "servers",
         "date": started.isoformat(timespec="seconds"),
-        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "command": invocation(),
         "settings": {
             "connections": settings.connections, "threads": settings.threads,
             "duration_s": settings.duration, "warmup_s": settings.warmup,
@@ -520,8 +310,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             "host": settings.host, "timeout_s": settings.timeout, "app": APP,
             "lua_script": str(GET_BEARER), "users": USERS, "activities": ACTIVITIES,
         },
-        "pinning": {"server_cpu": pinning.server_cpu, "load_cpu": pinning.load_cpu,
-                    "text": pinning.text},
+        "pinning": pinning.to_json(),
         **environment(wrk),
         "redis": redis_info,
         "published": {"source": published["source"], "setup": published["setup"],
@@ -535,12 +324,11 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
 
 
 def command(
-    connections: Annotated[int, typer.Option(min=1, help="wrk connections.")] = 10,
-    threads: Annotated[int, typer.Option(min=1, help="wrk threads.")] = 1,
-    duration: Annotated[int, typer.Option(min=1, help="Seconds per measured run.")] = 10,
-    warmup: Annotated[int, typer.Option(min=0, help="Seconds of warm-up per row (0: none).")
-                      ] = 2,
-    runs: Annotated[int, typer.Option(min=1, help="Measured runs per row.")] = 3,
+    connections: options.Connections = 10,
+    threads: options.Threads = 1,
+    duration: options.Duration = 10,
+    warmup: options.Warmup = 2,
+    runs: options.Runs = 3,
     server: Annotated[str, typer.Option(
         help="The server every row is a percentage of.")] = DEFAULT_SERVER,
     compare: Annotated[str, typer.Option(
@@ -552,10 +340,10 @@ def command(
     workers: Annotated[int, typer.Option(
         min=1, help="Worker processes per server. 1 (the default) is pinned to one CPU with "
                     "wrk on another; more share that CPU unless --no-pin.")] = 1,
-    pin: Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")] = True,
-    server_cpu: Annotated[int, typer.Option(help="CPU for the server when pinned.")] = 0,
+    pin: options.Pin = True,
+    server_cpu: options.ServerCpu = 0,
     wrk_cpu: Annotated[int, typer.Option(help="CPU for wrk (and redis) when pinned.")] = 1,
-    host: Annotated[str, typer.Option(help="Address the servers listen on.")] = "127.0.0.1",
+    host: options.Host = "127.0.0.1",
     output: Annotated[Path | None, typer.Option(
         help="Folder for results.json, results.md and the charts "
              "[default: results/servers-<timestamp>]")] = None,

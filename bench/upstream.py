@@ -6,13 +6,20 @@ request carries ``X-Delay-Ms: <milliseconds>`` (as the published experiment's up
 its delay from a header); the answer, ``text/plain``, is ``waited <ms> ms``, sent after
 ``asyncio.sleep``, so a thousand waiting requests cost the upstream no thread and no CPU.
 A missing or unreadable header means no delay; delays are capped at :data:`MAX_DELAY_MS`.
+:func:`start` runs it and checks it answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.client
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
+
+from bench.harness import UsageProblem, fetch
+from bench.process import ServerProcess, ServerStartError, free_port
+from toyservers.registry import get
 
 #: The registry name of the server that runs the upstream.
 SERVER = "toy-httptools"
@@ -48,3 +55,28 @@ async def app(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, A
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 # --8<-- [end:app]
+
+
+def start(host: str, cpu: int | None, log_path: Path) -> ServerProcess:
+    """Start the upstream on a free port of ``host`` (never ``--port``: that one is the
+    server's), pinned to ``cpu``, and check one 1 ms request comes back.
+
+    Raises:
+        UsageProblem: it did not start or does not answer (the message says why).
+    """
+    port = free_port(host)
+    argv = get(SERVER).command("bench.upstream:app", host, port)
+    server = ServerProcess(argv, host=host, port=port, cpu=cpu, log_path=log_path)
+    try:
+        server.start()
+    except ServerStartError as exc:
+        raise UsageProblem(f"the upstream did not start: {str(exc).splitlines()[0]}") from None
+    try:
+        _, _, answer = fetch(host, port, headers={HEADER.decode(): "1"}, timeout=10)
+    except (OSError, http.client.HTTPException) as exc:
+        server.stop()
+        raise UsageProblem(f"the upstream does not answer: {exc!r}") from None
+    if not answer.startswith(b"waited"):
+        server.stop()
+        raise UsageProblem(f"the upstream answered {answer[:100]!r}")
+    return server

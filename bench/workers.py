@@ -34,7 +34,6 @@ import dataclasses
 import http.client
 import importlib.util
 import json
-import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,38 +42,43 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import Progress
 
 from apps.workers_app import (
     DEFAULT_DELAY_MS,
     DELAY_ENV,
-    DELAY_HEADER,
     FIB_N,
     UPSTREAM_ENV,
     fib,
 )
+from bench import command as options
 from bench import report, upstream
-from bench.command import consoles, finish, user_mistakes
+from bench.command import (
+    consoles,
+    finish,
+    invocation,
+    logs_folder,
+    pinning_for,
+    row_names,
+    user_mistakes,
+)
 from bench.harness import (
     Measurement,
     Method,
     Pinning,
     UsageProblem,
-    check_port,
-    decide_pinning,
     environment,
+    fetch,
     kept_on,
     load_generator,
     measure_server,
 )
 from bench.loadgen import LoadGenerator
 from bench.machine import usable_cpus
-from bench.process import ServerProcess, ServerStartError, free_port
-from bench.stats import summarize
+from bench.report import load_published
+from bench.stats import run_columns, summarize
+from bench.workers_report import HEADERS, RIGHT, how_it_ran, table_cells, write_outputs
 from toyservers.registry import get
 
-#: The published figures and where they come from.
-PUBLISHED = Path(__file__).resolve().parent / "published" / "workers.json"
 APPS = {"wsgi": "apps.workers_app:flask_app", "asgi": "apps.workers_app:fastapi_app"}
 #: Worker processes, as published.
 WORKERS = 4
@@ -172,22 +176,17 @@ def fib_cpu_seconds(repeats: int = 15) -> float:
 
 def check_app(host: str, port: int, timeout: float = 10.0) -> str | None:
     """GET ``/`` once: None when it is 200 with fib(25) and the upstream's answer."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
-        conn.request("GET", "/")
-        response = conn.getresponse()
-        body = response.read()
+        status, _, body = fetch(host, port, timeout=timeout)
     except (OSError, http.client.HTTPException) as exc:
         return f"check request failed: {exc!r}"
-    finally:
-        conn.close()
     try:
         data = json.loads(body)
     except ValueError:
         data = None
-    if response.status != 200 or not isinstance(data, dict) or data.get("fib") != fib(FIB_N) \
+    if status != 200 or not isinstance(data, dict) or data.get("fib") != fib(FIB_N) \
             or not str(data.get("upstream", "")).startswith("waited"):
-        return f"check request got {response.status} {body[:200]!r}"
+        return f"check request got {status} {body[:200]!r}"
     return None
 
 
@@ -210,12 +209,6 @@ def skip_reason(row: Row) -> str | None:
 
 
 # --- what came out -------------------------------------------------------------------------
-
-
-def published() -> dict[str, Any]:
-    """The published figures (``bench/published/workers.json``)."""
-    data: dict[str, Any] = json.loads(PUBLISHED.read_text(encoding="utf-8"))
-    return data
 
 
 def published_seconds(model: str, rps: float | None, paper: dict[str, Any], threads: int
@@ -266,174 +259,14 @@ def row_json(row: Row, connections: int, measurement: Measurement, settings: Set
     }
     if measurement.status != "ok" or not summaries:
         return data
-    rps = [s.rps for s in summaries]
-    median = summarize(rps).median
-
-    def latency_ms(key: str) -> float | None:
-        values = [v for s in summaries if (v := s.latency_us.get(key)) is not None]
-        return summarize(values).median / 1000 if values else None
-
-    by_kind = {kind: sum(s.errors[kind] for s in summaries) for kind in summaries[0].errors}
-    data.update({
-        "rps_median": median, "rps_runs": rps, "p50_ms": latency_ms("p50"),
-        "p99_ms": latency_ms("p99"), "errors": sum(by_kind.values()),
-        "errors_by_kind": by_kind, "measured_over_predicted": median / predicted,
-    })
+    columns = run_columns(summaries, measurement.rss_peak_bytes)
+    data.update({key: columns[key] for key in ("rps_median", "rps_runs", "p50_ms", "p99_ms",
+                                                "errors", "errors_by_kind")})
+    data["measured_over_predicted"] = columns["rps_median"] / predicted
     return data
 
 
-HEADERS = ("row", "model", "conns", "RPS", "p50 ms", "p99 ms", "errors", "predicted",
-           "meas./pred.", "x sync", "published RPS", "published x sync", "published s/req")
-RIGHT = (False, False, True, True, True, True, True, True, True, True, True, True, True)
-
-
-def table_cells(rows: list[dict[str, Any]], paper: dict[str, Any]) -> list[list[str]]:
-    """Formatted cells of :data:`HEADERS`; ``x sync`` divides by gunicorn-sync's RPS at the
-    same concurrency in the same run, ``published x sync`` the published figures alike."""
-    def num(value: float | None, spec: str = ".1f") -> str:
-        return "–" if value is None else f"{value:{spec}}"
-
-    sync_rps = {r["connections"]: r["rps_median"] for r in rows
-                if r["row"] == "gunicorn-sync" and r["rps_median"]}
-    paper_sync = paper["rows"]["gunicorn-sync"]["rps"]
-    cells = []
-    for r in rows:
-        threads = f"x{r['threads']}" if r["threads"] else ""
-        model = f"{r['workers']} {r['model']}{threads}"
-        pub = r["published_rps"]
-        pub_cells = [num(pub), num(pub / paper_sync if pub else None, ".2f"),
-                     num(r["published_s_per_request"], ".2f")]
-        if r["status"] != "ok":
-            cells.append([r["row"], model, str(r["connections"]), r["status"], "–", "–", "–",
-                          num(r["predicted_rps"]), "–", "–", *pub_cells])
-            continue
-        base = sync_rps.get(r["connections"])
-        cells.append([
-            r["row"], model, str(r["connections"]), num(r["rps_median"]), num(r["p50_ms"], ".0f"),
-            num(r["p99_ms"], ".0f"), str(r["errors"]), num(r["predicted_rps"]),
-            num(r["measured_over_predicted"], ".2f"),
-            num(r["rps_median"] / base if base else None, ".2f"), *pub_cells,
-        ])
-    return cells
-
-
-def how_it_ran(data: dict[str, Any]) -> list[str]:
-    """The "How it ran" lines of the report."""
-    s, p, machine, paper = data["settings"], data["prediction"], data["machine"], \
-        data["published"]
-    lines = [
-        f"each request: fib({FIB_N}) then GET the upstream (bench/upstream.py on "
-        f"{upstream.SERVER}) with {DELAY_HEADER}: {s['delay_ms']}; wrk POSTs to / on N "
-        f"connections (N = conns) for {s['duration_s']} s, {s['runs']} run(s), each on a "
-        f"freshly started server after {s['warmup_s']} s of warm-up; RPS is the median",
-        f"model: worker processes, worker class, xT threads per worker (every server runs "
-        f"{s['workers']}); the server restarts for each concurrency; x sync: RPS over "
-        "gunicorn-sync's at the same conns in this run",
-        f"prediction: min(S / (c + d), K / c) with c = fib({FIB_N}) = "
-        f"{1000 * p['cpu_s']:.1f} ms of CPU (median of {p['samples']}, measured on the "
-        f"server's CPU), d = {1000 * p['wait_s']:.0f} ms, S = min(conns, requests in flight), "
-        f"K = min(workers, {p['cores']} core(s) the server may use)",
-        data["pinning"]["text"] + (f"; the upstream shares CPU {data['pinning']['load_cpu']} "
-                                   "with wrk" if data["pinning"]["load_cpu"] is not None else ""),
-        f"published: {paper['source']} (bench/published/workers.json); our uvicorn-workers "
-        "row (uvicorn --workers) stands beside its gunicorn + uvicorn worker figure: "
-        "uvicorn.workers is deprecated, the server in each worker is the same",
-        f"machine: {machine['cpu_model']}, {machine['cores']} cores; Python "
-        f"{data['python']['version']}; {data['date']}",
-    ]
-    git = data.get("git")
-    lines.append("toyservers: not a git checkout" if git is None else
-                 f"toyservers at commit {git['commit'][:12]}"
-                 + (", with uncommitted changes" if git["dirty"] else ""))
-    return lines
-
-
-def chart(path: Path, rows: list[dict[str, Any]], subtitle: str) -> None:
-    """Measured RPS (bars) and predicted RPS (black ticks) per row and concurrency (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    shown = [r for r in rows if r["status"] != "skipped"]
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.45 * max(len(shown), 1)))
-    try:
-        positions = list(range(len(shown)))
-        values = [r["rps_median"] or 0.0 for r in shown]
-        bars = ax.barh(positions, values, color="#4c72b0", label="measured (median)")
-        ax.bar_label(bars, labels=[f"{v:.0f}" for v in values], padding=4, fontsize=8)
-        ax.scatter([r["predicted_rps"] for r in shown], positions, marker="|", s=300,
-                   color="black", label="predicted", zorder=3)
-        ax.set_yticks(positions, labels=[f"{r['row']} (c={r['connections']})" for r in shown])
-        ax.invert_yaxis()
-        ax.set_xlabel("requests per second")
-        ax.set_title("fib(25) then a 150 ms upstream call, per worker model\n" + subtitle,
-                     fontsize=10)
-        ax.legend(fontsize=8, loc="lower right")
-        ax.margins(x=0.15)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-    finally:
-        plt.close(fig)
-
-
-def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
-    """Write results.json, results.md and workers.png into ``out``; return their paths."""
-    rows = data["rows"]
-    json_path, md_path, png_path = out / "results.json", out / "results.md", out / "workers.png"
-    report.write_json(json_path, data)
-    notes = [f"{r['row']} (c={r['connections']}) {r['status']}: {r['error']}"
-             for r in rows if r["status"] != "ok"]
-    report.write_markdown(md_path, "bench workers: CPU then I/O, per worker model",
-                          how_it_ran(data), HEADERS, table_cells(rows, data["published"]),
-                          notes, RIGHT)
-    chart(png_path, rows, data["pinning"]["text"])
-    return [json_path, md_path, png_path]
-
-
 # --- measuring -----------------------------------------------------------------------------
-
-
-class _StatusProgress:
-    """The harness's :class:`bench.harness.Progress` on a rich status line."""
-
-    def __init__(self, progress: Progress, task: Any) -> None:
-        self.progress, self.task = progress, task
-
-    def update(self, description: str) -> None:
-        self.progress.update(self.task, description=description)
-
-    def advance(self, steps: int = 1) -> None:
-        self.progress.advance(self.task, steps)
-
-
-def start_upstream(settings: Settings, pinning: Pinning, logs: Path) -> ServerProcess:
-    """Start the latency upstream on a free port, pinned with the load generator.
-
-    Raises:
-        UsageProblem: it did not start or does not answer (the message says why).
-    """
-    port = free_port(settings.host)  # never --port: that one is the server's
-    argv = get(upstream.SERVER).command("bench.upstream:app", settings.host, port)
-    server = ServerProcess(argv, host=settings.host, port=port, cpu=pinning.load_cpu,
-                           log_path=logs / "upstream.log")
-    try:
-        server.start()
-    except ServerStartError as exc:
-        raise UsageProblem(f"the upstream did not start: {str(exc).splitlines()[0]}") from None
-    conn = http.client.HTTPConnection(settings.host, port, timeout=10)
-    try:
-        conn.request("GET", "/", headers={DELAY_HEADER: "1"})
-        answer = conn.getresponse().read()
-    except (OSError, http.client.HTTPException) as exc:
-        server.stop()
-        raise UsageProblem(f"the upstream does not answer: {exc!r}") from None
-    finally:
-        conn.close()
-    if not answer.startswith(b"waited"):
-        server.stop()
-        raise UsageProblem(f"the upstream answered {answer[:100]!r}")
-    return server
 
 
 def steps_per_run(settings: Settings) -> int:
@@ -442,7 +275,7 @@ def steps_per_run(settings: Settings) -> int:
 
 
 def measure_fresh(row: Row, method: Settings, pinning: Pinning, generator: LoadGenerator,
-                  logs: Path, progress: _StatusProgress, env: dict[str, str]) -> Measurement:
+                  logs: Path, progress: report.RichProgress, env: dict[str, str]) -> Measurement:
     """``method.runs`` measured runs of ``row``, each on a freshly started server.
 
     Why not one server for every run: when wrk's connections outnumber the requests the
@@ -475,10 +308,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
         UsageProblem: wrk is missing, a CPU or the port is unusable, the upstream fails.
     """
     generator = load_generator("wrk")
-    check_port(settings.host, settings.port)
-    pinning = decide_pinning(settings, usable_cpus(), client=generator.name)
-    if pinning.server_cpu is None and settings.pin:
-        console.print(f"[yellow]note:[/] {pinning.text}")
+    pinning = pinning_for(settings, console, client=generator.name)
     cores = 1 if pinning.server_cpu is not None else len(usable_cpus())
     with kept_on(pinning.server_cpu):
         cpu_s = fib_cpu_seconds()
@@ -486,13 +316,12 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
                   "cores": cores, "formula": "min(min(N, W*T) / (c + d), min(W, cores) / c)"}
     console.print(f"fib({FIB_N}): {1000 * cpu_s:.1f} ms of CPU; the server may use {cores} "
                   "core(s)", highlight=False)
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    paper = published()
+    logs = logs_folder(out)
+    paper = load_published("workers")
     started = datetime.now(UTC)
     rows: list[dict[str, Any]] = []
     chosen = [r for r in ROWS if r.name in settings.rows]
-    up = start_upstream(settings, pinning, logs)
+    up = upstream.start(settings.host, pinning.load_cpu, logs / "upstream.log")
     env = {UPSTREAM_ENV: f"http://{settings.host}:{up.port}/", DELAY_ENV: str(settings.delay_ms)}
     try:
         with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
@@ -508,7 +337,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
                     else:
                         measurement = measure_fresh(
                             row, method, pinning, generator, logs,
-                            _StatusProgress(progress, task), env)
+                            report.RichProgress(progress, task), env)
                     data = row_json(row, connections, measurement, settings, prediction, paper)
                     rows.append(data)
                     label = f"{row.name} c={connections}"
@@ -525,15 +354,14 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     return {
         "experiment": "workers",
         "date": started.isoformat(timespec="seconds"),
-        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "command": invocation(),
         "settings": {"duration_s": settings.duration, "warmup_s": settings.warmup,
                      "runs": settings.runs, "threads": settings.threads,
                      "concurrency": list(settings.concurrency), "workers": settings.workers,
                      "worker_threads": settings.worker_threads, "delay_ms": settings.delay_ms,
                      "rows": list(settings.rows), "host": settings.host,
                      "timeout_s": settings.timeout},
-        "pinning": {"server_cpu": pinning.server_cpu, "load_cpu": pinning.load_cpu,
-                    "text": pinning.text},
+        "pinning": pinning.to_json(),
         "upstream": {"command": up.argv, "server": upstream.SERVER, "cpu": pinning.load_cpu},
         "prediction": prediction,
         **environment(generator),
@@ -543,17 +371,6 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
 
 
 # --- the command ---------------------------------------------------------------------------
-
-
-def parse_names(text: str) -> tuple[str, ...]:
-    """Row names from ``--compare`` (comma-separated); UsageProblem for an unknown one."""
-    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    if not names:
-        raise UsageProblem(f"--compare names no row (known: {', '.join(ROW_NAMES)})")
-    for name in names:
-        if name not in ROW_NAMES:
-            raise UsageProblem(f"unknown row {name!r} (known: {', '.join(ROW_NAMES)})")
-    return names
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
@@ -571,7 +388,7 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
 def command(
     concurrency: Annotated[str, typer.Option(
         help="Comma-separated wrk connection counts (a sweep: every row at each).")] = "10",
-    duration: Annotated[int, typer.Option(min=1, help="Seconds per measured run.")] = 5,
+    duration: options.Duration = 5,
     warmup: Annotated[int, typer.Option(
         min=0, help="Seconds of warm-up before each measured run (0: none). At more "
                     "connections than a sync server holds, a warm-up leaves requests queued "
@@ -588,9 +405,9 @@ def command(
                         ] = DEFAULT_DELAY_MS,
     pin: Annotated[bool, typer.Option(help="Pin the server to one CPU, wrk and the upstream "
                                            "to another.")] = True,
-    server_cpu: Annotated[int, typer.Option(help="CPU for the server when pinned.")] = 0,
+    server_cpu: options.ServerCpu = 0,
     wrk_cpu: Annotated[int, typer.Option(help="CPU for wrk and the upstream when pinned.")] = 1,
-    host: Annotated[str, typer.Option(help="Address the servers listen on.")] = "127.0.0.1",
+    host: options.Host = "127.0.0.1",
     output: Annotated[Path | None, typer.Option(
         help="Folder for results.json, results.md and workers.png "
              "[default: results/workers-<timestamp>]")] = None,
@@ -600,7 +417,7 @@ def command(
     out = output if output is not None else report.default_output("workers")
     with user_mistakes(errors):
         settings = Settings(duration=duration, warmup=warmup, runs=runs, timeout=10,
-                            rows=parse_names(compare), workers=workers,
+                            rows=row_names(compare, ROW_NAMES), workers=workers,
                             worker_threads=threads, concurrency=parse_concurrency(concurrency),
                             delay_ms=delay_ms, pin=pin, server_cpu=server_cpu,
                             load_cpu=wrk_cpu, host=host)

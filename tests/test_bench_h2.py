@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from apps.h2_bodies import LONG_BODY, LONG_SIZE, SHORT_BODY, app
-from bench.h2 import REFERENCE, RowPlan, Settings, choose_servers, goals, plan_rows
+from bench.h2_plan import REFERENCE, RowPlan, Settings, choose_servers, plan_rows
+from bench.h2_report import goals
 from bench.h2load import H2Load, H2LoadError, parse_summary, percentiles, read_log
 from bench.harness import UsageProblem
 from bench.loadgen import Load

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from bench.harness import UsageProblem
-from bench.profile import PROFILABLE, Target, pstats_table, resolve, short_path
+from bench.profile import PROFILABLE, Target, resolve
+from bench.profile_report import pstats_table, short_path
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None,

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from apps import load_app, servers_app
-from bench import load, servers
+from bench import load, report, servers, servers_report
 from bench.harness import RssSampler
 from bench.loadgen import Load
 from bench.process import ServerProcess, free_port
@@ -177,7 +177,7 @@ def test_uvicorn_serves_flask_through_a2wsgi() -> None:
 
 
 def test_feature_table_comes_from_the_registry_and_package_metadata() -> None:
-    features = {f["server"]: f for f in (servers.feature_row(get(n)) for n in
+    features = {f["server"]: f for f in (servers_report.feature_row(get(n)) for n in
                                          ("uvicorn", "hypercorn", "daphne", "toy-h11"))}
     assert features["hypercorn"]["http2"] == "h2, h2c"
     assert features["hypercorn"]["http3"].startswith("with aioquic (")
@@ -186,18 +186,18 @@ def test_feature_table_comes_from_the_registry_and_package_metadata() -> None:
     assert features["toy-h11"]["workers"] == "--workers N"
     assert features["toy-h11"]["licence"] == "MIT"  # pyproject.toml's licence
     assert features["hypercorn"]["licence"] == "MIT"  # from its metadata
-    assert servers.licence("no-such-distribution-here") == "not installed"
+    assert servers_report.licence("no-such-distribution-here") == "not installed"
 
 
 def test_published_ratios_come_from_the_data_file() -> None:
-    published = servers.load_published()
+    published = report.load_published("servers")
     assert published["setup"]["servers"] == {"uvicorn": "0.27", "hypercorn": "0.16",
                                              "daphne": "4.0"}
     row = servers.published_row(published, "shortbody", "daphne", "uvicorn")
     assert row is not None and row["rps"] == 3073
     assert row["pct_of_base"] == pytest.approx(100 * 3073 / 4253)
     assert servers.published_row(published, "shortbody", "granian", "uvicorn") is None
-    levels = load.published_levels(load.load_published())
+    levels = load.published_levels(report.load_published("load"))
     assert levels == (load.Level(12, 1000, 60), load.Level(24, 8000, 120))
 
 

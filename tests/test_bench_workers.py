@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from apps import concurrency_app
-from bench import concurrency, upstream, workers
+from bench import concurrency, report, upstream, workers
 from bench.process import ServerProcess, free_port
 from tests.support.pages import ROOT, blocks, check_tabs, run_tab, section, started, tabs
 from toyservers.registry import get
@@ -82,9 +82,9 @@ def test_a_row_whose_module_is_missing_is_skipped_with_its_reason() -> None:
 
 
 def test_published_files_name_their_source() -> None:
-    for data in (concurrency.published(), workers.published()):
+    for data in (report.load_published("concurrency"), report.load_published("workers")):
         assert "issue 10" in data["source"]
-    assert workers.published()["rows"]["gunicorn-sync"]["rps"] == 9.8
+    assert report.load_published("workers")["rows"]["gunicorn-sync"]["rps"] == 9.8
 
 
 # --- the apps on real servers ----------------------------------------------------------------

@@ -8,15 +8,18 @@ gaps), and one real start with two worker processes.
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
+from dataclasses import replace
 
 import httpx
 import psutil
 import pytest
 
+from bench.extra_servers import BARE_FILE
 from bench.process import ServerProcess, free_port
 from tests.conformance.support import UNSUPPORTED, unsupported_reason
-from toyservers.registry import BARE_FILE, PROTOCOLS, SERVERS, Argv, available, get
+from toyservers.registry import PROTOCOLS, SERVERS, Argv, available, get, register
 
 HOST, PORT = "127.0.0.1", 9123
 TLS = ("/certs/cert.pem", "/keys/key.pem")
@@ -200,6 +203,31 @@ def test_the_baseline_is_registered_but_never_offered_by_default() -> None:
     assert available(kinds=("baseline",)) == ["bare"]
     with pytest.raises(ValueError, match="bare is a baseline server"):
         bare.load()
+
+
+def test_toyservers_alone_names_nothing_of_bench_or_the_lessons() -> None:
+    """Dependencies point one way: the registry imported without ``bench`` has the toy and
+    reference servers, and none of its argvs runs a ``bench`` module or a lesson file."""
+    script = ("import sys, toyservers.registry as r\n"
+              "argvs = [' '.join(s.command('m:app', 'h', 1)) for s in r.SERVERS.values()]\n"
+              "print(sorted(r.SERVERS)); print(any(m.startswith('bench') for m in sys.modules))\n"
+              "print([a for a in argvs if ' bench.' in a or '/lessons/' in a])")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()
+    alone = set(eval(out[0]))  # a list literal printed by the child
+    assert {"toy-h11", "uvicorn", "waitress"} <= alone
+    assert alone.isdisjoint({"bjoern", "wsgiref", "bare"})
+    assert out[1:] == ["False", "[]"]
+
+
+def test_bench_adds_its_servers_after_the_others_and_only_once() -> None:
+    names = list(SERVERS)
+    assert names[-3:] == ["bjoern", "wsgiref", "bare"]
+    assert register(SERVERS["bare"]) is SERVERS["bare"]  # the same spec again: no change
+    assert list(SERVERS) == names
+    with pytest.raises(ValueError, match="'bare' is already registered"):
+        register(replace(SERVERS["bare"], description="another"))
+    assert SERVERS["bare"].description.startswith("baseline:")
 
 
 def test_two_workers_really_start_two_processes() -> None:

@@ -10,12 +10,12 @@ Names: ``toy-raw``, ``toy-h11``, ``toy-httptools``, ``toy-anyio`` and ``toy-anyi
 (ours, ASGI; the last two are one module on anyio, run on asyncio and on trio); ``toy-wsgi`` and
 ``toy-wsgi-gthread`` (ours, WSGI: the sync and the gthread worker); ``uvicorn`` (httptools +
 uvloop), ``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers);
-``gunicorn``, ``gunicorn-gthread``, ``waitress``, ``bjoern`` and ``wsgiref`` (reference WSGI
-servers: gunicorn's two workers, waitress's thread pool, bjoern's C loop through
-``bench/bjoern_launcher.py``, and the standard library's one-thread ``wsgiref.simple_server``
-through ``bench/wsgiref_server.py``); ``bare`` (a baseline for ``bench layers``: the least
-server that runs an ASGI app on httptools, ``lessons/code/05-speed/bare_httptools.py``; not a
-server to use, and never offered by :func:`available` unless asked for).
+``gunicorn``, ``gunicorn-gthread`` and ``waitress`` (reference WSGI servers: gunicorn's two
+workers, waitress's thread pool).
+
+Servers started through a program that is not part of this package (a launcher script, a
+baseline) are added by whoever owns that program, with :func:`register`: this package names
+no file outside itself.
 """
 
 from __future__ import annotations
@@ -40,11 +40,6 @@ Interface = Literal["asgi", "wsgi"]
 #: with prior knowledge, WebSocket over HTTP/1.1 (RFC 6455); HTTP/3 over QUIC (RFC 9114) only
 #: as an optional protocol (:attr:`ServerSpec.optional_protocols`).
 PROTOCOLS = frozenset({"http/1.1", "h2", "h2c", "websocket", "h3"})
-
-#: The baseline's program: a complete lesson step file, run by this interpreter.
-BARE_FILE = Path(__file__).resolve().parent.parent / "lessons" / "code" / "05-speed" / \
-    "bare_httptools.py"
-
 
 def _script(name: str) -> str:
     """The console script ``name`` from this interpreter's environment, else from PATH."""
@@ -132,7 +127,7 @@ class ServerSpec:
     Attributes:
         name: registry key, e.g. ``"toy-h11"``.
         kind: ``"toy"`` (written here), ``"reference"`` (a real server we compare with) or
-            ``"baseline"`` (a measuring stick for ``bench``, not a server anyone should use).
+            ``"baseline"`` (a measuring stick for benchmarks, not a server anyone should use).
         interface: ``"asgi"`` or ``"wsgi"``: the kind of app it serves.
         package: the distribution whose version results report; ``"python"``: the standard
             library's (the interpreter's version).
@@ -145,11 +140,13 @@ class ServerSpec:
             same program: ``uvicorn-h11`` is ``uvicorn`` with ``--http h11``), or None.
         threads: the app threads it runs with when ``command`` is given no count (the gthread
             variants: :data:`WSGI_THREADS`); None: the program's own default.
-        extra: the project's optional extra that installs it (``pip install -e '.[bjoern]'``),
+        extra: the project's optional extra that installs it (``pip install -e '.[NAME]'``),
             or None; :func:`available` offers such a server only when it is named.
         optional_protocols: protocols it speaks only once another distribution is
             installed, as ``(protocol, distribution)`` pairs (hypercorn's HTTP/3 needs
-            aioquic); ``bench servers``' feature table reads them.
+            aioquic); a feature table reads them.
+        script: a program file its argv runs by path (neither a module nor a console
+            script), or None; :func:`available` offers the entry only while it exists.
     """
 
     name: str
@@ -165,6 +162,7 @@ class ServerSpec:
     threads: int | None = None
     extra: str | None = None
     optional_protocols: tuple[tuple[str, str], ...] = ()
+    script: Path | None = None
 
     def command(self, app: str, host: str, port: int, *, access_log: bool = False,
                 tls: tuple[str, str] | None = None, workers: int = 1,
@@ -304,13 +302,6 @@ def _entries() -> dict[str, ServerSpec]:
     # hands each request to a pool of --threads threads (4 by default). No access log.
     waitress = Argv("waitress-serve", listen=("--listen={host}:{port}",),
                     access_log=None, threads=("--threads={threads}",), tail=("{app}",))
-    # bjoern: no command line of its own, so a launcher of ours calls bjoern.run(app, host,
-    # port): one process, one thread, a libev loop in C that also calls the app.
-    bjoern = Argv("{python}", head=("-m", "bench.bjoern_launcher", "{app}"), access_log=None)
-    wsgiref = Argv("{python}", head=("-m", "bench.wsgiref_server", "{app}"),
-                   no_access_log=("--no-access-log",))
-    bare = Argv("{python}", head=(str(BARE_FILE).replace("{", "{{").replace("}", "}}"),
-                                  "{app}"), access_log=None)
     specs = [
         _toy("toy-raw", "toyservers.raw_asyncio", "ours: HTTP/1.1 parsed by hand on asyncio"),
         _toy("toy-h11", "toyservers.h11_server", "ours: sans-IO HTTP/1.1 with h11"),
@@ -351,19 +342,6 @@ def _entries() -> dict[str, ServerSpec]:
                    frozenset({"http/1.1"}),
                    one_process="waitress runs one process: its threads serve the app (run "
                                "several behind a load balancer for more)"),
-        ServerSpec("bjoern", "reference", "wsgi", "bjoern", "bjoern, C on libev, one thread",
-                   bjoern, frozenset({"http/1.1"}),
-                   one_process="bjoern.run() serves in one process and one thread; its "
-                               "multi-process recipe forks by hand after bjoern.listen()",
-                   extra="bjoern"),
-        ServerSpec("wsgiref", "reference", "wsgi", "python",
-                   "wsgiref.simple_server (standard library), one thread, HTTP/1.0",
-                   wsgiref, frozenset({"http/1.1"}),
-                   one_process="wsgiref.simple_server is one process and one thread"),
-        ServerSpec("bare", "baseline", "asgi", "httptools",
-                   "baseline: ASGI on httptools, no checks, limits or timers", bare,
-                   frozenset({"http/1.1"}),
-                   one_process="a baseline: one process, nothing to configure"),
     ]
     return {spec.name: spec for spec in specs}
 
@@ -371,12 +349,25 @@ def _entries() -> dict[str, ServerSpec]:
 SERVERS: dict[str, ServerSpec] = _entries()
 
 
+def register(spec: ServerSpec) -> ServerSpec:
+    """Add ``spec`` to :data:`SERVERS` under its name, after the entries already there; a
+    second registration of the same spec changes nothing.
+
+    Raises:
+        ValueError: another spec already holds the name.
+    """
+    held = SERVERS.setdefault(spec.name, spec)
+    if held != spec:
+        raise ValueError(f"{spec.name!r} is already registered as another server")
+    return spec
+
+
 def available(names: list[str] | None = None, *, interface: Interface = "asgi",
               kinds: Collection[str] = ("toy", "reference")) -> list[str]:
     """Registered server names for ``interface`` and ``kinds`` that can run here: a toy
-    server's module is importable, a reference server's package installed, a baseline's
-    file and package present. Baselines are left out unless ``kinds`` names them, and a server
-    from an optional extra (bjoern) unless ``names`` does: what the suites run by default is
+    server's module is importable, a reference server's package installed (and its
+    ``script``, if any, present). Baselines are left out unless ``kinds`` names them, and a
+    server from an optional extra unless ``names`` does: what the suites run by default is
     then the same on every machine."""
     chosen = names if names is not None else list(SERVERS)
     result = []
@@ -391,7 +382,7 @@ def available(names: list[str] | None = None, *, interface: Interface = "asgi",
                 continue
         elif spec.version() == "not installed":
             continue
-        elif spec.kind == "baseline" and not BARE_FILE.is_file():
+        elif spec.script is not None and not spec.script.is_file():
             continue
         result.append(name)
     return result
