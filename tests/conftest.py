@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import bench  # noqa: F401  (registers bench's baselines in the registry: bare, bjoern, wsgiref)
 from tests.support.mock import FakeClockLoop
 from tests.support.protocol_harness import PROTOCOLS, Harness, fake_loop_fixture, open_connection
 
