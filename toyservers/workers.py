@@ -374,7 +374,13 @@ class Arbiter:
             os.kill(worker.pid, sig)
 
     def stop(self, graceful: bool) -> int:
-        """Stop every worker (TERM: gracefully, else QUIT), SIGKILL what outlives the wait."""
+        """Close the master's listening socket, stop every worker (TERM: gracefully, else
+        QUIT), SIGKILL what outlives the wait."""
+        # First, as gunicorn's ``stop`` does: the kernel keeps a listening socket open while
+        # any process holds it, so with the master's copy open new clients would queue in a
+        # backlog nobody accepts from until the master exits, then get a reset. Each worker
+        # closes its own inherited copy as it stops accepting; then they are refused.
+        self.sock.close()
         logger.info("Shutting down: %s", "graceful" if graceful else "quick")
         for worker in list(self.workers.values()):
             self.retire(worker, signal.SIGTERM if graceful else signal.SIGQUIT)
