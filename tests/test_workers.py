@@ -228,7 +228,21 @@ def test_sigttin_and_sigttou_change_the_worker_count() -> None:
         running.wait_workers(3)
         for left in (2, 1):  # one at a time: two signals sent at once may arrive as one
             running.proc.send_signal(signal.SIGTTOU)
-            wait_for(lambda n=left: len(running.workers()) == n, 5, f"{left} workers left")
+            wait_for(lambda n=left: len(running.workers()) == n,  # type: ignore[misc]
+                     5, f"{left} workers left")
+        assert running.get().status_code == 200
+
+
+def test_sigttin_past_max_workers_is_refused_with_a_log_line() -> None:
+    with supervised("toy-httptools", "--max-workers", "2") as running:
+        running.proc.send_signal(signal.SIGTTIN)
+        wait_for(lambda: "TTIN refused" in running.text(), 5, "the refusal")
+        # Had the count gone to 3, one TTOU would leave 2; it leaves 1: the cap held.
+        running.proc.send_signal(signal.SIGTTOU)
+        wait_for(lambda: len(running.workers()) == 1, 5, "1 worker left")
+        running.proc.send_signal(signal.SIGTTIN)  # below the cap: one more, as usual
+        running.wait_workers(2)
+        assert running.text().count("TTIN refused") == 1
         assert running.get().status_code == 200
 
 
@@ -278,6 +292,8 @@ def test_bad_values_are_one_line() -> None:
     for argv, status, line in [
         (["--workers", "0"], 2, "--workers"),
         (["--workers", "2", "--timeout", "-1"], 2, "--timeout"),
+        (["--workers", "3", "--max-workers", "2"], 2, "--max-workers"),
+        (["--workers", "2", "--max-workers", "0"], 2, "--max-workers"),
     ]:
         done = subprocess.run([sys.executable, "-m", "toyservers", APPS["toy-httptools"],
                                *argv], capture_output=True, text=True, timeout=20)
