@@ -24,7 +24,7 @@ import pytest
 from apps.flask_user import app as flask_app
 from apps.wsgi_user import app as wsgi_user_app
 from bench.process import ServerProcess, free_port
-from toyservers import wsgi
+from toyservers import wsgi, wsgi_server
 from toyservers.cli import app_interface
 from toyservers.config import Config
 from toyservers.http1 import ResponseError
@@ -528,6 +528,40 @@ def test_an_idle_keep_alive_connection_holds_no_thread() -> None:
         assert first.get(url).status_code == 200  # its connection stays open, idle
         assert second.get(url, timeout=2).status_code == 200
         assert first.get(url).status_code == 200  # the same connection, kept alive
+
+
+def test_a_wake_up_looks_at_the_oldest_idle_connection_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """gthread keeps its idle keep-alive connections in deadline order (gunicorn's gthread
+    keeps its keep-alive queue by time), so each wake-up's expiry pass looks at the oldest
+    only: the work per wake-up does not grow with the number of idle connections. Counted,
+    not timed: ``idle_checked`` (idle connections the expiry pass looked at) against
+    ``wakeups`` (returns from select)."""
+    servers: list[wsgi_server.WSGIServer] = []
+
+    class Recorded(wsgi_server.WSGIServer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            servers.append(self)
+
+    monkeypatch.setattr(wsgi_server, "WSGIServer", Recorded)
+    request = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"
+    with running(echo_app, worker_class="gthread", threads=2, timeout_keep_alive=60) \
+            as (port, _), contextlib.ExitStack() as stack:
+        for _ in range(200):  # each answered once, then idle: watched by the main thread
+            sock = stack.enter_context(connect(port))
+            sock.sendall(request)
+            assert Reader(sock).response()[0] == 200
+        server = servers[0]
+        checked, wakeups = server.idle_checked, server.wakeups
+        with connect(port) as sock:
+            reader = Reader(sock)
+            for _ in range(50):
+                sock.sendall(request)
+                assert reader.response()[0] == 200
+        looked, woke = server.idle_checked - checked, server.wakeups - wakeups
+        assert len(server.idle) >= 200 and woke >= 50  # each request: one wake-up at least
+        assert looked <= woke, f"{looked} idle connections looked at in {woke} wake-ups"
 
 
 # --- shutdown, apps, CLI --------------------------------------------------------------------------
