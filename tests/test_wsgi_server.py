@@ -403,10 +403,10 @@ def test_app_raising_gives_500_and_the_server_keeps_serving(model: str) -> None:
 def test_file_wrapper_uses_sendfile_when_it_can(tmp_path: Path) -> None:
     path = tmp_path / "data.bin"
     path.write_bytes(b"0123456789" * 1000)
-    reads: list[int] = []
+    reads: list[int | None] = []
 
     class Tracked(io.FileIO):
-        def read(self, size: int = -1) -> bytes:
+        def read(self, size: int | None = -1) -> bytes:
             reads.append(size)
             return super().read(size)
 
