@@ -7,6 +7,7 @@ response reader. Nothing waits by sleeping: tests wait on sockets and events, wi
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -562,6 +563,44 @@ def test_a_wake_up_looks_at_the_oldest_idle_connection_only(
         looked, woke = server.idle_checked - checked, server.wakeups - wakeups
         assert len(server.idle) >= 200 and woke >= 50  # each request: one wake-up at least
         assert looked <= woke, f"{looked} idle connections looked at in {woke} wake-ups"
+
+
+# --- the module reads like the other servers (CONVENTIONS.md) -------------------------------------
+
+
+def glossary_problems(source: str) -> list[str]:
+    """What in a toy-wsgi source breaks CONVENTIONS.md's glossary: the socket a thread serves
+    is ``sock`` with its peer ``client``, never ``conn`` (h11's state machine's name); the
+    per-connection object is a ``...Protocol``, not a ``Connection``; the request is a
+    ``RequestResponseCycle`` with ``run_wsgi``; an error is ``send_error(status)`` then one
+    ``lingering_close()``; a graceful stop of one connection is ``shutdown()``."""
+    tree = ast.parse(source)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    methods = {name: {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+               for name, node in classes.items()}
+    problems = [f"class {name}" for name in classes if name == "Connection"]
+    problems += [f"the name conn, line {node.lineno}" for node in ast.walk(tree)
+                 if (isinstance(node, ast.Name) and node.id == "conn")
+                 or (isinstance(node, ast.Attribute) and node.attr == "conn")
+                 or (isinstance(node, ast.arg) and node.arg == "conn")]
+    protocols = [name for name in classes if name.endswith("Protocol")]
+    if len(protocols) != 1:
+        return [*problems, f"one ...Protocol class, not {protocols}"]
+    protocol = methods[protocols[0]]
+    for name in ("send_error", "lingering_close", "shutdown"):
+        if name not in protocol:
+            problems.append(f"{protocols[0]}.{name}")
+    if "send_error" in protocol and [a.arg for a in protocol["send_error"].args.args[:2]] \
+            != ["self", "status"]:
+        problems.append("send_error(status)")
+    if "run_wsgi" not in methods.get("RequestResponseCycle", {}):
+        problems.append("RequestResponseCycle.run_wsgi")
+    return problems
+
+
+def test_toy_wsgi_speaks_the_glossary() -> None:
+    source = Path(wsgi_server.__file__).read_text()
+    assert glossary_problems(source) == []
 
 
 # --- shutdown, apps, CLI --------------------------------------------------------------------------
