@@ -128,6 +128,41 @@ def test_sigterm_lets_the_request_in_flight_finish_and_exits_0(server: str) -> N
         assert "Shutting down: graceful" in running.text()
 
 
+def refused(port: int) -> bool:
+    """True when a new client to ``port`` is refused, or reset before any answer; False when
+    it waits (in a backlog nobody accepts from, or accepted by a worker an instant before it
+    closed its listener, for a thread)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            return sock.recv(1) == b""  # accepted by no one: reset or closed, no answer
+    except ConnectionError:  # refused, or reset in the backlog
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.parametrize("server, flags", [("toy-httptools", ()),
+                                           ("toy-wsgi", ("--worker-class", "gthread"))])
+def test_sigterm_closes_the_listener_at_once_in_flight_still_finishes(
+        server: str, flags: tuple[str, ...]) -> None:
+    """gunicorn's ``stop`` closes the master's listening socket first: new clients are
+    refused while the workers finish, instead of waiting in a backlog nobody accepts from
+    until the master exits. (A sync toy-wsgi worker busy in its app holds its own copy
+    open until that request ends: it accepts on the thread that runs the app.)"""
+    with supervised(server, *flags) as running:
+        result: list[httpx.Response] = []
+        slow = threading.Thread(target=lambda: result.append(running.get("/slow")))
+        slow.start()
+        wait_for(lambda: "slow started" in running.text(), 5, "the slow request runs")
+        running.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: refused(running.port), 1.0, "a new client refused")
+        assert running.proc.poll() is None and slow.is_alive()  # refused while it runs
+        slow.join(10)
+        assert [r.status_code for r in result] == [200]
+        assert running.proc.wait(10) == 0
+
+
 def test_sigint_is_quick_it_does_not_wait_for_the_request_in_flight() -> None:
     with supervised("toy-httptools") as running:
         failed: list[Exception] = []
@@ -193,7 +228,21 @@ def test_sigttin_and_sigttou_change_the_worker_count() -> None:
         running.wait_workers(3)
         for left in (2, 1):  # one at a time: two signals sent at once may arrive as one
             running.proc.send_signal(signal.SIGTTOU)
-            wait_for(lambda n=left: len(running.workers()) == n, 5, f"{left} workers left")
+            wait_for(lambda n=left: len(running.workers()) == n,  # type: ignore[misc]
+                     5, f"{left} workers left")
+        assert running.get().status_code == 200
+
+
+def test_sigttin_past_max_workers_is_refused_with_a_log_line() -> None:
+    with supervised("toy-httptools", "--max-workers", "2") as running:
+        running.proc.send_signal(signal.SIGTTIN)
+        wait_for(lambda: "TTIN refused" in running.text(), 5, "the refusal")
+        # Had the count gone to 3, one TTOU would leave 2; it leaves 1: the cap held.
+        running.proc.send_signal(signal.SIGTTOU)
+        wait_for(lambda: len(running.workers()) == 1, 5, "1 worker left")
+        running.proc.send_signal(signal.SIGTTIN)  # below the cap: one more, as usual
+        running.wait_workers(2)
+        assert running.text().count("TTIN refused") == 1
         assert running.get().status_code == 200
 
 
@@ -243,6 +292,8 @@ def test_bad_values_are_one_line() -> None:
     for argv, status, line in [
         (["--workers", "0"], 2, "--workers"),
         (["--workers", "2", "--timeout", "-1"], 2, "--timeout"),
+        (["--workers", "3", "--max-workers", "2"], 2, "--max-workers"),
+        (["--workers", "2", "--max-workers", "0"], 2, "--max-workers"),
     ]:
         done = subprocess.run([sys.executable, "-m", "toyservers", APPS["toy-httptools"],
                                *argv], capture_output=True, text=True, timeout=20)

@@ -7,6 +7,7 @@ response reader. Nothing waits by sleeping: tests wait on sockets and events, wi
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -24,7 +25,7 @@ import pytest
 from apps.flask_user import app as flask_app
 from apps.wsgi_user import app as wsgi_user_app
 from bench.process import ServerProcess, free_port
-from toyservers import wsgi
+from toyservers import wsgi, wsgi_server
 from toyservers.cli import app_interface
 from toyservers.config import Config
 from toyservers.http1 import ResponseError
@@ -403,10 +404,10 @@ def test_app_raising_gives_500_and_the_server_keeps_serving(model: str) -> None:
 def test_file_wrapper_uses_sendfile_when_it_can(tmp_path: Path) -> None:
     path = tmp_path / "data.bin"
     path.write_bytes(b"0123456789" * 1000)
-    reads: list[int] = []
+    reads: list[int | None] = []
 
     class Tracked(io.FileIO):
-        def read(self, size: int = -1) -> bytes:
+        def read(self, size: int | None = -1) -> bytes:
             reads.append(size)
             return super().read(size)
 
@@ -528,6 +529,94 @@ def test_an_idle_keep_alive_connection_holds_no_thread() -> None:
         assert first.get(url).status_code == 200  # its connection stays open, idle
         assert second.get(url, timeout=2).status_code == 200
         assert first.get(url).status_code == 200  # the same connection, kept alive
+
+
+def test_a_wake_up_looks_at_the_oldest_idle_connection_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """gthread keeps its idle keep-alive connections in deadline order (gunicorn's gthread
+    keeps its keep-alive queue by time), so each wake-up's expiry pass looks at the oldest
+    only: the work per wake-up does not grow with the number of idle connections. Counted,
+    not timed: ``idle_checked`` (idle connections the expiry pass looked at) against
+    ``wakeups`` (returns from select)."""
+    servers: list[wsgi_server.WSGIServer] = []
+
+    class Recorded(wsgi_server.WSGIServer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            servers.append(self)
+
+    monkeypatch.setattr(wsgi_server, "WSGIServer", Recorded)
+    request = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"
+    with running(echo_app, worker_class="gthread", threads=2, timeout_keep_alive=60) \
+            as (port, _), contextlib.ExitStack() as stack:
+        for _ in range(200):  # each answered once, then idle: watched by the main thread
+            sock = stack.enter_context(connect(port))
+            sock.sendall(request)
+            assert Reader(sock).response()[0] == 200
+        server = servers[0]
+        checked, wakeups = server.idle_checked, server.wakeups
+        with connect(port) as sock:
+            reader = Reader(sock)
+            for _ in range(50):
+                sock.sendall(request)
+                assert reader.response()[0] == 200
+        looked, woke = server.idle_checked - checked, server.wakeups - wakeups
+        assert len(server.idle) >= 200 and woke >= 50  # each request: one wake-up at least
+        assert looked <= woke, f"{looked} idle connections looked at in {woke} wake-ups"
+
+
+# --- the module reads like the other servers (CONVENTIONS.md) -------------------------------------
+
+
+def glossary_problems(source: str) -> list[str]:
+    """What in a toy-wsgi source breaks CONVENTIONS.md's glossary: the socket a thread serves
+    is ``sock`` with its peer ``client``, never ``conn`` (h11's state machine's name); the
+    per-connection object is a ``...Protocol``, not a ``Connection``; the request is a
+    ``RequestResponseCycle`` with ``run_wsgi``; an error is ``send_error(status)`` then one
+    ``lingering_close()``; a graceful stop of one connection is ``shutdown()``."""
+    tree = ast.parse(source)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    methods = {name: {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+               for name, node in classes.items()}
+    problems = [f"class {name}" for name in classes if name == "Connection"]
+    problems += [f"the name conn, line {node.lineno}" for node in ast.walk(tree)
+                 if (isinstance(node, ast.Name) and node.id == "conn")
+                 or (isinstance(node, ast.Attribute) and node.attr == "conn")
+                 or (isinstance(node, ast.arg) and node.arg == "conn")]
+    protocols = [name for name in classes if name.endswith("Protocol")]
+    if len(protocols) != 1:
+        return [*problems, f"one ...Protocol class, not {protocols}"]
+    protocol = methods[protocols[0]]
+    for name in ("send_error", "lingering_close", "shutdown"):
+        if name not in protocol:
+            problems.append(f"{protocols[0]}.{name}")
+    if "send_error" in protocol and [a.arg for a in protocol["send_error"].args.args[:2]] \
+            != ["self", "status"]:
+        problems.append("send_error(status)")
+    if "run_wsgi" not in methods.get("RequestResponseCycle", {}):
+        problems.append("RequestResponseCycle.run_wsgi")
+    return problems
+
+
+def test_toy_wsgi_speaks_the_glossary() -> None:
+    source = Path(wsgi_server.__file__).read_text()
+    assert glossary_problems(source) == []
+
+
+def sections(source: str) -> tuple[list[str], int]:
+    """The section banners' titles in order (``# ---...--- Title``), and the longest class."""
+    titles = [line.rsplit("- ", 1)[1] for line in source.splitlines()
+              if line.startswith("# ---") and "- " in line]
+    tree = ast.parse(source)
+    longest = max((node.end_lineno or 0) - node.lineno + 1 for node in tree.body
+                  if isinstance(node, ast.ClassDef))
+    return titles, longest
+
+
+def test_toy_wsgi_has_the_sections_in_order_and_no_class_over_200_lines() -> None:
+    titles, longest = sections(Path(wsgi_server.__file__).read_text())
+    assert titles == ["Constants", "Protocol interface", "WSGI interface", "Serving"]
+    assert longest <= 200
 
 
 # --- shutdown, apps, CLI --------------------------------------------------------------------------

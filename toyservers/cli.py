@@ -9,9 +9,10 @@ interface than the server's is refused with one line.
 ``--workers N`` (uvicorn's name) above 1 pre-forks N worker processes under a master
 (``toyservers.workers``, gunicorn's arbiter) with gunicorn's ``--timeout`` (worker silence
 before SIGKILL; uvicorn's timeouts all carry a suffix, so the bare name is free),
-``--max-requests``, ``--max-requests-jitter`` and ``--preload``, plus ``--reuse-port``; there
-the master imports the app only with ``--preload``, and a bad app ends in the workers (status
-3, "Worker failed to boot.", as gunicorn). ``--workers 1`` serves in this process.
+``--max-requests``, ``--max-requests-jitter`` and ``--preload``, plus ``--reuse-port`` and
+``--max-workers`` (the cap on SIGTTIN; gunicorn has none); there the master imports the app
+only with ``--preload``, and a bad app ends in the workers (status 3, "Worker failed to
+boot.", as gunicorn). ``--workers 1`` serves in this process.
 User mistakes (a bad ``module:app``, a port in use, a failed lifespan startup) end with one
 line on stderr and a non-zero exit status, never a traceback.
 """
@@ -140,6 +141,8 @@ def configure_logging(level: str, access_log: bool) -> None:
               type=click.IntRange(min=0), help="Workers only: add randint(0, this) to it.")
 @click.option("--preload", is_flag=True,
               help="Workers only (gunicorn's): import the app in the master, before forking.")
+@click.option("--max-workers", default=None, type=click.IntRange(min=1),
+              help="Workers only: SIGTTIN adds no worker past this many (default: no cap).")
 @click.option("--app-dir", default=".", show_default=True,
               help="Look for APP in this directory (put on sys.path).")
 @click.pass_context
@@ -149,7 +152,8 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
          limit_concurrency: int | None, backlog: int, root_path: str,
          ssl_keyfile: str | None, ssl_certfile: str | None, access_log: bool,
          log_level: str, workers: int, reuse_port: bool, timeout: float, max_requests: int,
-         max_requests_jitter: int, preload: bool, app_dir: str) -> None:
+         max_requests_jitter: int, preload: bool, max_workers: int | None,
+         app_dir: str) -> None:
     """Serve the ASGI or WSGI app APP ("module:attribute") with one of the toy servers."""
     if (ssl_keyfile is None) != (ssl_certfile is None):
         raise click.UsageError("--ssl-keyfile and --ssl-certfile go together")
@@ -190,10 +194,12 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
     )
     if workers > 1 and not SERVERS[server].multiprocess:
         raise click.UsageError(f"{server} runs one process only: {SERVERS[server].one_process}")
+    if max_workers is not None and workers > max_workers:
+        raise click.UsageError(f"--workers {workers} is above --max-workers {max_workers}")
     if workers > 1:  # the master imports the app only with --preload (gunicorn's rule)
         settings = supervisor.Settings(
             reuse_port=reuse_port, timeout=timeout, max_requests=max_requests,
-            max_requests_jitter=max_requests_jitter, preload=preload)
+            max_requests_jitter=max_requests_jitter, preload=preload, max_workers=max_workers)
         supervisor.run(SERVERS[server].load(), served, load_app, config, settings)
     else:
         SERVERS[server].load().run(load_app(), config)

@@ -9,7 +9,8 @@ A worker writes on its pipe to the master: a beat (``.``) every ``BEAT`` seconds
 its server listens, ``Q`` when it retires by itself (after ``max_requests`` requests). The
 master respawns a worker that dies, SIGKILLs one silent for ``timeout`` seconds, and takes
 gunicorn's signals: TERM graceful, INT/QUIT quick, HUP reload (new workers first; the old
-stop gracefully once the new listen), TTIN/TTOU one worker more/less.
+stop gracefully once the new listen), TTIN/TTOU one worker more/less (TTIN refused, with a
+log line, past ``max_workers``: gunicorn has no such cap).
 
 A beat comes from where a stuck worker stops: in an ASGI worker, a timer on its event loop
 (an app blocking the loop stops it); in toy-wsgi, a thread that stays silent while a request
@@ -68,13 +69,15 @@ MASTER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
 class Settings:
     """What ``toyserve --workers N`` adds to ``Config``, with gunicorn's names: ``timeout``
     (seconds a worker may stay silent before SIGKILL; 0: never), ``max_requests`` (0: never)
-    plus ``randint(0, max_requests_jitter)``, ``reuse_port`` and ``preload`` as above."""
+    plus ``randint(0, max_requests_jitter)``, ``reuse_port`` and ``preload`` as above; and
+    ``max_workers``, the most workers TTIN may raise the count to (None: no cap)."""
 
     reuse_port: bool = False
     timeout: float = 30.0
     max_requests: int = 0
     max_requests_jitter: int = 0
     preload: bool = False
+    max_workers: int | None = None
 
 
 @dataclass
@@ -306,7 +309,12 @@ class Arbiter:
             for _ in range(self.num_workers):
                 self.spawn()
         elif sig == signal.SIGTTIN:
-            self.num_workers += 1
+            cap = self.settings.max_workers
+            if cap is not None and self.num_workers >= cap:  # a signal cannot say "no" back
+                logger.warning("TTIN refused: %d workers, --max-workers %d", self.num_workers,
+                               cap)
+            else:
+                self.num_workers += 1
         elif sig == signal.SIGTTOU and self.num_workers > 1:  # gunicorn keeps one at least
             self.num_workers -= 1
 
@@ -366,7 +374,13 @@ class Arbiter:
             os.kill(worker.pid, sig)
 
     def stop(self, graceful: bool) -> int:
-        """Stop every worker (TERM: gracefully, else QUIT), SIGKILL what outlives the wait."""
+        """Close the master's listening socket, stop every worker (TERM: gracefully, else
+        QUIT), SIGKILL what outlives the wait."""
+        # First, as gunicorn's ``stop`` does: the kernel keeps a listening socket open while
+        # any process holds it, so with the master's copy open new clients would queue in a
+        # backlog nobody accepts from until the master exits, then get a reset. Each worker
+        # closes its own inherited copy as it stops accepting; then they are refused.
+        self.sock.close()
         logger.info("Shutting down: %s", "graceful" if graceful else "quick")
         for worker in list(self.workers.values()):
             self.retire(worker, signal.SIGTERM if graceful else signal.SIGQUIT)

@@ -10,9 +10,8 @@ that keeps it alive, so an idle connection holds no thread. Every read has a dea
 ``timeout_keep_alive`` before a request's first byte, ``timeout_headers`` to the end of its
 head, ``timeout_body`` per pause in its body (a slow head or body gets 408). Requests are read
 with the project's sans-IO parser (``http1_parser``, which toy-raw runs on asyncio) and
-answered with the rules of ``http1`` (targets, error responses, ``ResponseFramer``); the PEP
-3333 glue (environ, ``start_response``'s checks, ``wsgi.input``) is ``toyservers.wsgi``.
-``serve()`` is a plain blocking function stopped by a ``threading.Event``.
+answered with the rules of ``http1``; the PEP 3333 glue is ``toyservers.wsgi``. The names are
+the asyncio servers': a protocol object per connection, a ``RequestResponseCycle`` per request.
 
 Deliberately left out (pre-forked processes are ``toyservers/workers.py``'s job): TLS,
 ``limit_concurrency``, request trailers reaching the app (checked, dropped), ``sendfile``
@@ -26,12 +25,12 @@ buffering and streaming, the write() callable, platform-specific file handling, 
 expect/continue, hop-by-hop headers); RFC 9112 §2-§7, §9; RFC 9110 §10.1.1 (Expect).
 
 Compare with: gunicorn/workers/sync.py, gunicorn/workers/gthread.py (the poller,
-``murder_keepalived``), gunicorn/http/wsgi.py (``Response``), wsgiref/handlers.py
-(``BaseHandler``).
+``murder_keepalived``), gunicorn/http/wsgi.py (``Response``), wsgiref/handlers.py.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -45,21 +44,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from toyservers import access_log, http1, wsgi
+from toyservers import access_log, http1, http1_parser, wsgi
 from toyservers._types import Environ, ExcInfo, WSGIApp
 from toyservers.config import Config
-from toyservers.http1_parser import (
-    BadRequest,
-    ChunkedDecoder,
-    body_framing,
-    parse_request_head,
-    take_head,
-)
+from toyservers.http1_parser import BadRequest, ChunkedDecoder
 from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
-# ---------------------------------------------------------------------------------- constants
+# ---------------------------------------------------------------------------------- Constants
 
 READ_SIZE = 64 * 1024  # bytes asked of one recv()
 SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is gone (gunicorn: 30)
@@ -70,17 +63,17 @@ DRAIN = 0.2  # gthread, graceful stop: seconds idle connections stay watched, th
 # fails; read, it gets one more response, with Connection: close (as workers.DRAIN for ASGI)
 
 
-# -------------------------------------------------------------------------------- connection
+# ------------------------------------------------------------------------- Protocol interface
 
 
-class Connection:
-    """One client connection on a blocking socket: reads requests with the shared parser and
-    answers each with a ``RequestResponseCycle``."""
+class BlockingHTTPProtocol:
+    """One client connection: the socket a thread serves (``sock``, its peer ``client``); one
+    thread at a time owns it (see ``WSGIServer``). Each request gets a RequestResponseCycle."""
 
     def __init__(self, server: WSGIServer, sock: socket.socket, client: tuple[str, int]) -> None:
         self.server, self.config, self.sock, self.client = server, server.config, sock, client
         self.buffer = bytearray()  # bytes read and not yet parsed
-        self.idle_deadline = 0.0  # gthread: when the main thread closes this idle connection
+        self.cycle: RequestResponseCycle | None = None  # the request in flight, if any
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def recv(self, deadline: float) -> bool:
@@ -101,8 +94,8 @@ class Connection:
         """The next request head; None when the client closes or sends nothing in time."""
         config = self.config
         deadline, started = time.monotonic() + config.timeout_keep_alive, False
-        while (head := take_head(self.buffer, config.max_request_line, config.max_header_size,
-                                 config.max_headers)) is None:
+        limits = config.max_request_line, config.max_header_size, config.max_headers
+        while (head := http1_parser.take_head(self.buffer, *limits)) is None:
             if self.buffer and not started:  # the head deadline runs from the first byte
                 started, deadline = True, time.monotonic() + config.timeout_headers
             try:
@@ -116,15 +109,16 @@ class Connection:
 
     def handle(self) -> bool:
         """Read and answer one request; True when the connection may carry another."""
-        config = self.config
+        config, server = self.config, self.server
         try:
             head = self.read_head()
             if head is None:  # the client closed, or sent nothing in time: close quietly
                 self.close()
                 return False
-            method, target, version, headers = parse_request_head(
+            method, target, version, headers = http1_parser.parse_request_head(
                 head, config.max_request_line, config.max_header_size, config.max_headers)
-            content_length, chunked, keep_alive, expect_100 = body_framing(version, headers)
+            content_length, chunked, keep_alive, expect_100 = http1_parser.body_framing(
+                version, headers)
             raw_path, query = http1.split_target(method, target)
             if config.max_body_size is not None and (content_length or 0) > config.max_body_size:
                 raise BadRequest(413, "request body too large")
@@ -133,107 +127,116 @@ class Connection:
             return False
         decoder = ChunkedDecoder(max_trailer_size=config.max_header_size,
                                  max_trailers=config.max_headers) if chunked else None
-        keep_alive = keep_alive and self.server.threaded and not self.server.stopping.is_set()
-        cycle = RequestResponseCycle(self, method, version, keep_alive)
-        cycle.body = RequestBody(cycle, content_length or 0, decoder, expect_100)
-        if self.server.access_log:
+        keep_alive = keep_alive and server.threaded and not server.stopping.is_set()
+        self.cycle = cycle = RequestResponseCycle(self, method, version, keep_alive,
+                                                  content_length or 0, decoder, expect_100)
+        if server.access_log:
             cycle.log_line = (method, raw_path, query, version)
-        return cycle.run_wsgi(wsgi.build_environ(
-            method, version, target, raw_path, query, headers, root_path=config.root_path,
-            server=self.server.address, client=self.client,
-            body=wsgi.input_stream(cycle.body.read), multithread=self.server.threaded))
+        try:
+            return cycle.run_wsgi(wsgi.build_environ(
+                method, version, target, raw_path, query, headers, root_path=config.root_path,
+                server=server.address, client=self.client,
+                body=wsgi.input_stream(cycle.read_body), multithread=server.threaded))
+        finally:
+            self.cycle = None
 
-    def send_error(self, status: int, reason: str, head: bool = False) -> None:
+    def send_error(self, status: int, reason: str = "") -> None:
+        """Answer ``status`` with ``Connection: close``, then one lingering close; only close
+        when part of a response is out or the client is gone (status 0): nothing to protect."""
         logger.debug("%d to %s: %s", status, self.client, reason)
+        cycle = self.cycle
+        if not status or (cycle is not None and cycle.framer.head_sent):
+            return self.close()
         with contextlib.suppress(OSError):
             self.sendall(http1.error_response(status, self.server.state.default_headers_bytes,
-                                              head=head))
-        self.close(linger=True)
+                                              head=cycle is not None and cycle.method == "HEAD"))
+        self.lingering_close()
 
-    def close(self, linger: bool = False) -> None:
-        """Close; with ``linger``, half-close first and drop what the client still sends for
-        LINGER_SECONDS, lest its late bytes get a reset that destroys our last response before
-        it is read (RFC 9112 §9.6: servers close in stages)."""
+    def lingering_close(self) -> None:
+        """Close in stages (RFC 9112 §9.6): half-close, drop what the client still sends for
+        LINGER_SECONDS (its late bytes would get a reset that destroys our last response)."""
         with contextlib.suppress(OSError):  # TimeoutError too
-            if linger:
-                self.sock.shutdown(socket.SHUT_WR)
-                deadline = time.monotonic() + LINGER_SECONDS
-                while self.recv(deadline):
-                    self.buffer.clear()
+            self.sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + LINGER_SECONDS
+            while self.recv(deadline):
+                self.buffer.clear()
+        self.close()
+
+    def close(self) -> None:
         self.sock.close()
+
+    def shutdown(self) -> None:
+        """Graceful stop of this connection, by the thread that owns it: an idle one closes
+        now; a request in flight finishes first, its response saying ``Connection: close``."""
+        if self.cycle is None:
+            self.close()
+        else:
+            self.cycle.framer.keep_alive = False
 
 
 # ----------------------------------------------------------------------------- WSGI interface
 
 
-class RequestBody:
-    """The request body, Content-Length counted or chunked decoded, never read past its end
-    (``wsgi.input`` reads it through ``wsgi.input_stream``). The first read sends ``100
-    Continue`` to a client waiting for it (PEP 3333, "HTTP 1.1 Expect/Continue": when "the
-    application first attempts to read from the input stream"). Raises wsgi.ClientError."""
+class RequestResponseCycle:
+    """One request and its response: ``wsgi.input`` on ``read_body``, ``start_response``,
+    ``write`` and the iteration of the app's result, framed by ``http1.ResponseFramer``."""
 
-    def __init__(self, cycle: RequestResponseCycle, content_length: int,
-                 decoder: ChunkedDecoder | None, expect_100: bool) -> None:
-        self.cycle, self.conn = cycle, cycle.conn
+    def __init__(self, protocol: BlockingHTTPProtocol, method: str, version: str,
+                 keep_alive: bool, content_length: int, decoder: ChunkedDecoder | None,
+                 expect_100: bool) -> None:
+        self.protocol, self.method, self.version = protocol, method, version
+        self.framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
         self.remaining = content_length  # Content-Length bytes not yet taken from the socket
         self.decoder, self.expect_100 = decoder, expect_100
         self.received = 0  # chunked body bytes decoded (for max_body_size)
-        self.done = decoder is None and not content_length  # the body is all read
+        self.body_done = decoder is None and not content_length  # the body is all read
+        self.error: wsgi.ClientError | None = None  # the body failed, or the client left
+        self.log_line: tuple[str, bytes, bytes, str] | None = None  # method, target, version
 
-    def read(self) -> bytes:
-        """The next body bytes, b"" once the body has ended."""
-        conn, config = self.conn, self.conn.config
+    def read_body(self) -> bytes:
+        """The next body bytes (b"" at its end), never read past it; raises wsgi.ClientError.
+        The first read sends ``100 Continue`` to a client waiting for it (PEP 3333: when "the
+        application first attempts to read from the input stream")."""
+        protocol, config = self.protocol, self.protocol.config
         if self.expect_100:
             self.expect_100 = False
-            if not self.cycle.framer.head_sent:  # RFC 9110 §15.2: 1xx precede the final one
-                conn.sendall(http1.CONTINUE_100)
+            if not self.framer.head_sent:  # RFC 9110 §15.2: 1xx precede the final one
+                protocol.sendall(http1.CONTINUE_100)
         try:
-            while not self.done:
+            while not self.body_done:
                 if self.decoder is None:
-                    data = bytes(conn.buffer[: self.remaining])
-                    del conn.buffer[: len(data)]
+                    data = bytes(protocol.buffer[: self.remaining])
+                    del protocol.buffer[: len(data)]
                     self.remaining -= len(data)
-                    self.done = not self.remaining
+                    self.body_done = not self.remaining
                 else:
-                    data = self.decoder.feed(conn.buffer)
+                    data = self.decoder.feed(protocol.buffer)
                     self.received += len(data)
-                    self.done = self.decoder.done
+                    self.body_done = self.decoder.done
                     if config.max_body_size is not None and self.received > config.max_body_size:
                         raise BadRequest(413, "request body too large")
                 if data:
                     return data
-                if not self.done and not conn.recv(time.monotonic() + config.timeout_body):
+                if not (self.body_done or protocol.recv(time.monotonic() + config.timeout_body)):
                     raise wsgi.ClientError(0, "the client closed during the request body")
             return b""
         except (BadRequest, OSError) as exc:  # 400, 413, 431; 408 on TimeoutError; 0: gone
-            raise self.cycle.fail(exc) from None
+            raise self.fail(exc) from None
 
-    def drain(self) -> bool:
+    def drain_body(self) -> bool:
         """Drop what the app left of the body, as gunicorn does; False if it cannot be read."""
         with contextlib.suppress(wsgi.ClientError):
-            while self.read():
+            while self.read_body():
                 pass
             return True
         return False
-
-
-class RequestResponseCycle:
-    """One request and its response: the environ, ``start_response``, ``write`` and the
-    iteration of the app's result, framed by ``http1.ResponseFramer``."""
-
-    def __init__(self, conn: Connection, method: str, version: str, keep_alive: bool) -> None:
-        self.conn, self.method, self.version = conn, method, version
-        self.framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
-        self.body: RequestBody = None  # type: ignore[assignment]  # set by Connection.handle
-        self.error: wsgi.ClientError | None = None  # the body failed, or the client left
-        self.log_line: tuple[str, bytes, bytes, str] | None = None  # method, target, version
 
     def start_response(self, status: str, headers: list[tuple[str, str]],
                        exc_info: ExcInfo | None = None) -> Callable[[bytes], None]:
         framer = self.framer
         code, fields, status_line = wsgi.check_response(
             status, headers, exc_info, started=bool(framer.status), head_sent=framer.head_sent)
-        state = self.conn.server.state  # the framer checks the rest, as for ASGI apps
+        state = self.protocol.server.state  # the framer checks the rest, as for ASGI apps
         framer.start(code, fields, state.default_headers, state.default_headers_bytes)
         framer.parts[0] = status_line  # the app's own reason phrase
         return self.write
@@ -245,16 +248,18 @@ class RequestResponseCycle:
             self.send(data, True)
 
     def send(self, data: bytes, more_body: bool) -> None:
-        framer, conn = self.framer, self.conn
+        framer, protocol = self.framer, self.protocol
         if not framer.head_sent:
-            if (self.body.expect_100 and not self.body.done) or conn.server.stopping.is_set():
-                framer.keep_alive = False  # a body that may never come; or shutting down
+            if self.expect_100 and not self.body_done:
+                framer.keep_alive = False  # a body that may never come
+            if protocol.server.stopping.is_set():
+                protocol.shutdown()  # this response says Connection: close
             if self.log_line:
-                access_log.log_request(conn.client, *self.log_line, framer.status)
+                access_log.log_request(protocol.client, *self.log_line, framer.status)
         out = framer.body(data, more_body)
         try:
             if out:
-                conn.sendall(out)
+                protocol.sendall(out)
         except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
             raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
 
@@ -265,9 +270,9 @@ class RequestResponseCycle:
         length = self.framer.remaining or 0  # the app's Content-Length frames the body
         self.send(b"", True)  # the head alone
         try:
-            self.conn.sock.settimeout(SEND_TIMEOUT)
-            self.framer.remaining = length - self.conn.sock.sendfile(wrapper.filelike,
-                                                                     count=length)
+            self.protocol.sock.settimeout(SEND_TIMEOUT)
+            self.framer.remaining = length - self.protocol.sock.sendfile(wrapper.filelike,
+                                                                         count=length)
         except OSError as exc:
             raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
     # --8<-- [end:send_file]
@@ -277,7 +282,7 @@ class RequestResponseCycle:
         if not isinstance(exc, wsgi.ClientError):  # RFC 9110 §15.5.9: 408 for a body too slow
             status = 408 if isinstance(exc, TimeoutError) else getattr(exc, "status", 0)
             exc = wsgi.ClientError(status, str(exc) or "timed out reading the body")
-        self.error, self.body.done, self.framer.keep_alive = exc, True, False
+        self.error, self.body_done, self.framer.keep_alive = exc, True, False
         return exc
 
     # --8<-- [start:run_wsgi]
@@ -288,7 +293,7 @@ class RequestResponseCycle:
         result: Iterable[bytes] | None = None
         framer = self.framer  # framer.status: 0 until start_response accepted a status
         try:
-            result = self.conn.server.app(environ, self.start_response)
+            result = self.protocol.server.app(environ, self.start_response)
             if isinstance(result, (list, tuple)) and len(result) == 1 and framer.status:
                 self.send(result[0], False)  # the whole body: a Content-Length frames it
                 return self.finish()
@@ -304,7 +309,7 @@ class RequestResponseCycle:
             return self.finish()
         except BaseException as exc:  # SystemExit too: one app must not stop the server
             if self.error is not None:  # the client's doing, not the app's
-                logger.debug("client %s: %s", self.conn.client, self.error)
+                logger.debug("client %s: %s", self.protocol.client, self.error)
             else:
                 logger.error("Exception in WSGI application", exc_info=exc)
         finally:
@@ -312,11 +317,7 @@ class RequestResponseCycle:
                 getattr(result, "close", lambda: None)()
             except BaseException as exc:
                 logger.error("Exception in the WSGI result's close()", exc_info=exc)
-        status = 500 if self.error is None else self.error.status
-        if framer.head_sent or not status:
-            self.conn.close()
-        else:
-            self.conn.send_error(status, "the app failed", head=self.method == "HEAD")
+        self.protocol.send_error(500 if self.error is None else self.error.status, "the app failed")
         return False
     # --8<-- [end:run_wsgi]
 
@@ -324,13 +325,16 @@ class RequestResponseCycle:
         """After the last byte: may the connection carry another request?"""
         if self.framer.short:
             logger.error("response body shorter than its Content-Length; closing")
-        elif self.framer.keep_alive and self.body.drain():
+        elif self.framer.keep_alive and self.drain_body():
             return True
-        self.conn.close(linger=bool(self.conn.buffer) or not self.body.done)
+        if self.protocol.buffer or not self.body_done:  # the client may still be sending
+            self.protocol.lingering_close()
+        else:
+            self.protocol.close()
         return False
 
 
-# --------------------------------------------------------------------------------------- serve
+# ------------------------------------------------------------------------------------ Serving
 
 
 class WSGIServer:
@@ -345,23 +349,28 @@ class WSGIServer:
         self.access_log = access_log.enabled(config)
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = socket.socketpair()  # a pool thread wakes the main thread
-        self.returned: queue.SimpleQueue[Connection] = queue.SimpleQueue()  # back from the pool
-        self.idle: set[Connection] = set()  # watched by the main thread
-        self.busy: dict[concurrent.futures.Future[None], Connection] = {}  # in the pool
+        self.returned: queue.SimpleQueue[BlockingHTTPProtocol] = queue.SimpleQueue()  # pool done
+        # Idle, watched by the main thread, each with the time it closes, oldest first (now +
+        # a constant, as gunicorn's keep-alive queue): a wake-up looks at the front only. A scan
+        # of all took wrk -c10 from 16k to 5-6k req/s with 3,000 idle. Not a dict: finding its
+        # first key skips the deleted ones before it.
+        self.idle: collections.OrderedDict[BlockingHTTPProtocol, float] = collections.OrderedDict()
+        self.busy: dict[concurrent.futures.Future[None], BlockingHTTPProtocol] = {}  # in the pool
         self.last_tick = time.monotonic()
+        self.wakeups = self.idle_checked = 0  # select() returns; idle connections looked at
 
-    def work(self, conn: Connection) -> None:
-        """Answer the requests on ``conn`` until none is waiting; in gthread, then hand it back
-        to the main thread (a sync connection never stays alive: ``handle`` closes it)."""
+    def work(self, protocol: BlockingHTTPProtocol) -> None:
+        """Answer the requests on ``protocol`` until none is waiting; in gthread, then hand it
+        back to the main thread (a sync connection never stays alive: ``handle`` closes it)."""
         try:
-            while conn.handle():  # False once stopping: that response said Connection: close
-                if not conn.buffer:  # nothing pipelined: back to the main thread's watch
-                    self.returned.put(conn)  # stopping or not: see DRAIN
+            while protocol.handle():  # False once stopping: that response said Connection: close
+                if not protocol.buffer:  # nothing pipelined: back to the main thread's watch
+                    self.returned.put(protocol)  # stopping or not: see DRAIN
                     self.wake_w.send(b"\0")
                     return
         except BaseException as exc:
             logger.error("Exception in the connection", exc_info=exc)
-            conn.close()
+            protocol.close()
 
     def serve_forever(self) -> None:
         """The main thread: accept, and (gthread) watch the idle connections."""
@@ -375,36 +384,41 @@ class WSGIServer:
                 selector.unregister(self.listener)
                 self.listener.close()
                 stop_at = now + (DRAIN if self.threaded else 0.0)  # sync keeps none idle
-            timeout = min([TICK, stop_at - now, *(c.idle_deadline - now for c in self.idle)])
+            timeout = min(TICK, stop_at - now, next(iter(self.idle.values()), now + TICK) - now)
+            self.wakeups += 1
             for key, _ in selector.select(max(timeout, 0)):
                 if key.fileobj is self.listener:
                     with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
                         sock, (host, port, *_) = self.listener.accept()
-                        conn = Connection(self, sock, (host, port))
+                        protocol = BlockingHTTPProtocol(self, sock, (host, port))
                         if self.threaded:
-                            self.watch(conn)  # gthread: a pool thread takes it once readable
+                            self.watch(protocol)  # gthread: a pool thread takes it once readable
                         else:
-                            self.work(conn)  # sync: answered here (work raises nothing)
+                            self.work(protocol)  # sync: answered here (work raises nothing)
                 elif key.fileobj is self.wake_r:
                     self.wake_r.recv(4096)
                     while not self.returned.empty():
                         self.watch(self.returned.get())
                 else:  # readable: a request (or a close) is coming; a pool thread takes it
-                    self.unwatch(conn := key.data)
-                    future = pool.submit(self.work, conn)
-                    self.busy[future] = conn
+                    self.unwatch(protocol := key.data)
+                    future = pool.submit(self.work, protocol)
+                    self.busy[future] = protocol
                     future.add_done_callback(self.busy.pop)
             now = time.monotonic()
-            for conn in [c for c in self.idle if c.idle_deadline <= now]:
-                self.unwatch(conn)  # the keep-alive timeout: close without a word
-                conn.close()
+            while self.idle:  # the keep-alive timeout: close without a word, oldest first
+                protocol, deadline = next(iter(self.idle.items()))
+                self.idle_checked += 1
+                if deadline > now:
+                    break
+                self.unwatch(protocol)
+                protocol.close()
             if now - self.last_tick >= 1.0:  # RFC 9110 §6.6.1: Date, to the second
                 self.last_tick = now
                 self.state.refresh_default_headers()
         # After the DRAIN: close what is still idle, let requests in flight finish, shut the rest.
-        for conn in list(self.idle):
-            self.unwatch(conn)
-            conn.close()
+        for protocol in list(self.idle):
+            self.unwatch(protocol)
+            protocol.shutdown()  # idle: closes now
         busy = dict(self.busy)
         _, pending = concurrent.futures.wait(busy, timeout=config.timeout_graceful_shutdown)
         if pending:
@@ -416,14 +430,13 @@ class WSGIServer:
         while not self.returned.empty():
             self.returned.get().close()
 
-    def watch(self, conn: Connection) -> None:
-        conn.idle_deadline = time.monotonic() + self.config.timeout_keep_alive
-        self.selector.register(conn.sock, selectors.EVENT_READ, conn)
-        self.idle.add(conn)
+    def watch(self, protocol: BlockingHTTPProtocol) -> None:
+        self.selector.register(protocol.sock, selectors.EVENT_READ, protocol)
+        self.idle[protocol] = time.monotonic() + self.config.timeout_keep_alive  # at the end
 
-    def unwatch(self, conn: Connection) -> None:
-        self.selector.unregister(conn.sock)
-        self.idle.discard(conn)
+    def unwatch(self, protocol: BlockingHTTPProtocol) -> None:
+        self.selector.unregister(protocol.sock)
+        del self.idle[protocol]
 
 
 def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
@@ -459,9 +472,6 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
         logger.info("shutting down")
         for closable in (server.selector, sock, server.wake_r, server.wake_w):
             closable.close()
-
-
-# ----------------------------------------------------------------------------------------- run
 
 
 def run(app: WSGIApp, config: Config) -> None:
