@@ -53,13 +53,13 @@ from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
-# --- Constants ------------------------------------------------------------------------------
+# --- Constants ------------------------------------------------------------------------------------
 
 MAX_RECEIVE = 256 * 1024  # bytes asked of receive(): uvloop's read size (anyio copies to split)
 MAX_EVENTS = 512  # events pulled out of h11 before other tasks get a turn (as toy-h11)
 
 
-# --- Protocol interface ---------------------------------------------------------------------
+# --- Protocol interface ---------------------------------------------------------------------------
 
 
 class AnyioProtocol(StreamProtocol):
@@ -180,7 +180,8 @@ class AnyioProtocol(StreamProtocol):
         self.set_deadline("idle", self.config.timeout_keep_alive)
         self.resume_reading()
 
-    # --- ASGI interface: what the shared cycle (toyservers.http1_cycle) asks of this
+    # --- ASGI interface ---------------------------------------------------------------------------
+    # What the shared cycle (toyservers.http1_cycle) asks of this
     # protocol, as toy-h11's; the cycle below only awaits its writes.
 
     def on_response_complete(self) -> None:
@@ -264,7 +265,7 @@ class RequestResponseCycle(HTTP1Cycle):
             raise ClientDisconnected("the client has disconnected") from exc
 
 
-# --- Serving ----------------------------------------------------------------------------------
+# --- Serving --------------------------------------------------------------------------------------
 
 
 async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = None,

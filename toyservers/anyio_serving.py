@@ -91,7 +91,7 @@ async def cancel_when_set(event: Any, scope: anyio.CancelScope) -> None:
     scope.cancel()
 
 
-# --- the connection ----------------------------------------------------------------------------
+# --- the connection -------------------------------------------------------------------------------
 
 
 class StreamProtocol:
@@ -222,7 +222,7 @@ class StreamProtocol:
             self.resumed.set()
 
 
-# --- a workaround under anyio's interface ------------------------------------------------------
+# --- a workaround under anyio's interface ---------------------------------------------------------
 
 # The kernel receive buffer of a connection on asyncio, bytes: what libuv may read into anyio's
 # queue before read_on_demand runs (up to 8 MB with the kernel's autotuning: 1 run in 12).

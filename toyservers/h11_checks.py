@@ -42,7 +42,7 @@ from toyservers.http1 import HIGH_WATER_LIMIT
 END_OF_MESSAGE = h11.EndOfMessage()
 
 
-# --- request checks ----------------------------------------------------------------------------
+# --- request checks -------------------------------------------------------------------------------
 
 
 def fields_status(fields: Headers, config: Config) -> int:
@@ -162,7 +162,7 @@ def unread_body(scope: Scope, body_size: int) -> int | None:
     return None if length is None else int(length) - body_size
 
 
-# --- the response, framed by h11 ---------------------------------------------------------------
+# --- the response, framed by h11 ------------------------------------------------------------------
 
 
 class H11Framer:

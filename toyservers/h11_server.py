@@ -47,14 +47,14 @@ from toyservers.h11_checks import (
 from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
 from toyservers.state import ServerState
 
-# --- Constants ------------------------------------------------------------------------------
+# --- Constants ------------------------------------------------------------------------------------
 
 # Events pulled out of h11 in one go before the loop gets a turn: a burst of 1-byte chunks is
 # 300k Data events of ~8 µs each, and no other connection may wait for all of them.
 MAX_EVENTS = 512
 
 
-# --- Protocol interface ---------------------------------------------------------------------
+# --- Protocol interface ---------------------------------------------------------------------------
 
 
 class H11Protocol(HTTP1Protocol):
@@ -191,7 +191,8 @@ class H11Protocol(HTTP1Protocol):
             self.flow.resume_reading()
     # --8<-- [end:start_next_cycle]
 
-    # --- ASGI interface: what the shared RequestResponseCycle (toyservers.http1_cycle) asks
+    # --- ASGI interface ---------------------------------------------------------------------------
+    # What the shared RequestResponseCycle (toyservers.http1_cycle) asks
     # of this protocol; its framer is h11's (H11Framer), so h11 frames every response.
 
     def on_response_complete(self) -> None:
@@ -217,7 +218,7 @@ class H11Protocol(HTTP1Protocol):
         return h11_checks.unread_body(self.cycle.scope, self.body_size)
 
 
-# --- Serving ----------------------------------------------------------------------------------
+# --- Serving --------------------------------------------------------------------------------------
 
 
 async def serve(app: ASGIApp, config: Config, **options: Any) -> None:

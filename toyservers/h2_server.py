@@ -53,14 +53,14 @@ from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
-# --------------------------------------------------------------------------------- Constants
+# --- Constants ------------------------------------------------------------------------------------
 
 # Bytes handed to h2 per loop turn. One read can hold megabytes (uvloop reads all the socket
 # has) and h2 parses all it is given in one call: a flooding connection held the loop for 4 to
 # 15 s. 64 KiB is four full DATA frames, a few ms of parsing at worst.
 MAX_FEED = 65536
 
-# -------------------------------------------------------------------------- Protocol interface
+# --- Protocol interface ---------------------------------------------------------------------------
 
 
 class H2Protocol(HTTPProtocol):
@@ -313,7 +313,7 @@ class HTTP1ToH2Protocol(HttpToolsProtocol):
         return status
 
 
-# ------------------------------------------------------------------------------ ASGI interface
+# --- ASGI interface -------------------------------------------------------------------------------
 
 
 class RequestResponseCycle(asgi.RequestResponseCycle):
@@ -499,7 +499,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         self.disconnect()  # the app, if running, sees http.disconnect
 
 
-# ------------------------------------------------------------------------------------- serve
+# --- Serving --------------------------------------------------------------------------------------
 
 
 async def serve(app: ASGIApp, config: Config, **options: Any) -> None:

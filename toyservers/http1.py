@@ -29,7 +29,7 @@ from http import HTTPStatus
 
 from toyservers._types import Headers
 
-# --- grammar ------------------------------------------------------------------------------------
+# --- grammar --------------------------------------------------------------------------------------
 
 # RFC 9110 §5.6.2: token = 1*tchar; a byte string is a token when deleting these leaves nothing.
 TCHAR = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

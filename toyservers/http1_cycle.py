@@ -80,7 +80,7 @@ def error_answer(connection: ErrorAnswerer, cycle: RequestResponseCycle | None,
     return http1.error_response(status, connection.state.default_headers_bytes, head=head)
 
 
-# --- Protocol interface ----------------------------------------------------------------------
+# --- Protocol interface ---------------------------------------------------------------------------
 
 
 class HTTP1Protocol(HTTPProtocol):
@@ -153,7 +153,7 @@ class HTTP1Protocol(HTTPProtocol):
         raise NotImplementedError
 
 
-# --- ASGI interface --------------------------------------------------------------------------
+# --- ASGI interface -------------------------------------------------------------------------------
 
 
 class RequestResponseCycle(asgi.RequestResponseCycle):

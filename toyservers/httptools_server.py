@@ -46,7 +46,7 @@ from toyservers.http1 import (
 from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
 from toyservers.state import ServerState
 
-# --- Constants ------------------------------------------------------------------------------
+# --- Constants ------------------------------------------------------------------------------------
 
 NO_MESSAGE, IN_HEAD, IN_BODY = 0, 1, 2  # where llhttp is: between messages, in a head, in a body
 FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})  # ours too
@@ -57,7 +57,7 @@ class _StopParsing(Exception):
     """Raised in a parser callback to stop llhttp; the status is in ``error_status``."""
 
 
-# --- Protocol interface ---------------------------------------------------------------------
+# --- Protocol interface ---------------------------------------------------------------------------
 
 
 class RequestReader(HTTP1Protocol):
@@ -400,7 +400,8 @@ class HttpToolsProtocol(RequestReader):
     # --8<-- [end:drive]
 
 
-    # --- ASGI interface: what the shared RequestResponseCycle (toyservers.http1_cycle) asks
+    # --- ASGI interface ---------------------------------------------------------------------------
+    # What the shared RequestResponseCycle (toyservers.http1_cycle) asks
     # of this protocol; its framer is http1.ResponseFramer, the response framed by hand.
 
     # --8<-- [start:cycle_hooks]
@@ -427,7 +428,7 @@ class HttpToolsProtocol(RequestReader):
     # --8<-- [end:cycle_hooks]
 
 
-# --- Serving ----------------------------------------------------------------------------------
+# --- Serving --------------------------------------------------------------------------------------
 
 
 async def serve(app: ASGIApp, config: Config, **options: Any) -> None:

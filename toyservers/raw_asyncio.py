@@ -46,7 +46,7 @@ from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
-# --- Constants ------------------------------------------------------------------------------
+# --- Constants ------------------------------------------------------------------------------------
 
 # --8<-- [start:constants]
 # Connection phases: reading a head; reading a body; body read, response in flight; closed.
@@ -54,7 +54,7 @@ READ_HEAD, READ_BODY, WAIT_RESPONSE, CLOSED = "read head", "read body", "wait", 
 # --8<-- [end:constants]
 
 
-# --- Protocol interface ---------------------------------------------------------------------
+# --- Protocol interface ---------------------------------------------------------------------------
 # Counts such as "132.4k -> 129.7k" beside a speed trick: instructions per POST/JSON request of
 # `bench layers` on a keep-alive connection with uvloop, under valgrind --tool=callgrind.
 
@@ -221,7 +221,8 @@ class RawHTTPProtocol(HTTP1Protocol):
             self.phase = CLOSED
         super().on_timeout(kind)  # idle: close silently; a slow head or body: 408
 
-    # --- ASGI interface: what the shared RequestResponseCycle (toyservers.http1_cycle) asks
+    # --- ASGI interface ---------------------------------------------------------------------------
+    # What the shared RequestResponseCycle (toyservers.http1_cycle) asks
     # of this protocol; its framer is http1.ResponseFramer, the response framed by hand.
 
     def on_response_complete(self) -> None:
@@ -252,7 +253,7 @@ class RawHTTPProtocol(HTTP1Protocol):
             self.deadline.set("idle", self.config.timeout_keep_alive)
 
 
-# --- Serving ----------------------------------------------------------------------------------
+# --- Serving --------------------------------------------------------------------------------------
 
 
 async def serve(app: ASGIApp, config: Config, **options: Any) -> None:

@@ -229,7 +229,7 @@ class ServerSpec:
         return importlib.import_module(self.module)
 
 
-# --- the entries -------------------------------------------------------------------------------
+# --- the entries ----------------------------------------------------------------------------------
 
 _TOY_TLS = ("--host", "{host}", "--port", "{port}",
             "--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")

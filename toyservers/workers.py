@@ -120,7 +120,7 @@ class WorkerState:
         return last
 
 
-# ------------------------------------------------------------------------------------ worker
+# --- worker ---------------------------------------------------------------------------------------
 
 
 def _asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socket,
@@ -238,7 +238,7 @@ def _wsgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.sock
                  ready=lambda address: me.notify(b"R"))
 
 
-# ------------------------------------------------------------------------------------ master
+# --- master ---------------------------------------------------------------------------------------
 
 
 class Arbiter:

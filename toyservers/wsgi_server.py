@@ -52,7 +52,7 @@ from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
-# ---------------------------------------------------------------------------------- Constants
+# --- Constants ------------------------------------------------------------------------------------
 
 READ_SIZE = 64 * 1024  # bytes asked of one recv()
 SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is gone (gunicorn: 30)
@@ -63,7 +63,7 @@ DRAIN = 0.2  # gthread, graceful stop: seconds idle connections stay watched, th
 # fails; read, it gets one more response, with Connection: close (as workers.DRAIN for ASGI)
 
 
-# ------------------------------------------------------------------------- Protocol interface
+# --- Protocol interface ---------------------------------------------------------------------------
 
 
 class BlockingHTTPProtocol:
@@ -174,7 +174,7 @@ class BlockingHTTPProtocol:
             self.cycle.framer.keep_alive = False
 
 
-# ----------------------------------------------------------------------------- WSGI interface
+# --- WSGI interface -------------------------------------------------------------------------------
 
 
 class RequestResponseCycle:
@@ -334,7 +334,7 @@ class RequestResponseCycle:
         return False
 
 
-# ------------------------------------------------------------------------------------ Serving
+# --- Serving --------------------------------------------------------------------------------------
 
 
 class WSGIServer:
