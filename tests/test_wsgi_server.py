@@ -603,22 +603,6 @@ def test_toy_wsgi_speaks_the_glossary() -> None:
     assert glossary_problems(source) == []
 
 
-def sections(source: str) -> tuple[list[str], int]:
-    """The section banners' titles in order (``# ---...--- Title``), and the longest class."""
-    titles = [line.rsplit("- ", 1)[1] for line in source.splitlines()
-              if line.startswith("# ---") and "- " in line]
-    tree = ast.parse(source)
-    longest = max((node.end_lineno or 0) - node.lineno + 1 for node in tree.body
-                  if isinstance(node, ast.ClassDef))
-    return titles, longest
-
-
-def test_toy_wsgi_has_the_sections_in_order_and_no_class_over_200_lines() -> None:
-    titles, longest = sections(Path(wsgi_server.__file__).read_text())
-    assert titles == ["Constants", "Protocol interface", "WSGI interface", "Serving"]
-    assert longest <= 200
-
-
 # --- shutdown, apps, CLI --------------------------------------------------------------------------
 
 

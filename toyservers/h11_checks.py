@@ -188,6 +188,7 @@ class H11Framer:
         self.head_sent = self.no_body = False
 
     short = False  # h11 raises LocalProtocolError for a body short of its Content-Length
+    remaining: int | None = None  # (h11 counts the Content-Length bytes itself)
 
     def start(self, status: object, headers: Iterable[tuple[bytes, bytes]],
               default_headers: Headers, framed_defaults: bytes | None = None) -> None:

@@ -52,6 +52,9 @@ NO_MESSAGE, IN_HEAD, IN_BODY = 0, 1, 2  # where llhttp is: between messages, in 
 FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})  # ours too
 H2_PREFACE = "Pause on PRI/Upgrade"  # llhttp's reason for "PRI * HTTP/2.0", HTTP/2's preface
 CHUNK_LINE_LIMIT = MAX_CHUNK_LINE + 2  # with its CRLF
+# Bytes parsed per loop turn; uvloop hands over up to 256 KiB a read, and a body of 1-byte chunks
+# costs ~3 µs per 6 bytes in llhttp's callbacks: 64 KiB is ~30 ms, the others' turn comes then.
+MAX_TURN = 64 * 1024
 
 class _StopParsing(Exception):
     """Raised in a parser callback to stop llhttp; the status is in ``error_status``."""
@@ -233,20 +236,32 @@ class HttpToolsProtocol(RequestReader):
     the callbacks; ``HTTP1Protocol``: the cycle and the close path; ``HTTPProtocol``: the
     bookkeeping)."""
 
-    __slots__ = ()
+    __slots__ = ("held",)
+
+    def __init__(self, state: ServerState) -> None:
+        super().__init__(state)
+        self.held = b""  # bytes read but not parsed yet: they wait for the next loop turn
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
         if self.reading_stopped:
             return  # RFC 9112 §9.6: nothing after the last request (or a bad one) is read
+        if self.held:  # earlier bytes wait for their turn: these queue behind them
+            self.held += data
+            return
         if len(data) > MAX_CHUNK_LINE:  # in slices no longer than a chunk-size line (watch)
+            data, rest = data[:MAX_TURN], data[MAX_TURN:]  # the rest waits for the next turn
             for at in range(0, len(data), MAX_CHUNK_LINE):
                 self.data_received(data[at:at + MAX_CHUNK_LINE])
                 if self.reading_stopped:  # the rest is never read, unless another protocol
                     successor = self.transport.get_protocol()  # took the connection over
-                    if successor is not self and at + MAX_CHUNK_LINE < len(data):
-                        successor.data_received(data[at + MAX_CHUNK_LINE:])
+                    if successor is not self and (rest := data[at + MAX_CHUNK_LINE:] + rest):
+                        successor.data_received(rest)
                     return
+            if rest:
+                self.held = rest
+                self.flow.pause_reading()
+                self.loop.call_soon(self.next_turn)
             return
         phase, messages = self.phase, self.messages
         self.piece = data
@@ -268,6 +283,15 @@ class HttpToolsProtocol(RequestReader):
             else:  # RFC 9112 §9.3.2: answered in order; read no more while they wait
                 self.flow.pause_reading()
     # --8<-- [end:data_received]
+
+    def next_turn(self) -> None:
+        """Parse the next ``MAX_TURN`` bytes held back; read the socket again once none are."""
+        data, self.held = self.held, b""
+        self.data_received(data)
+        if not self.held and not self.reading_stopped:
+            parsing = self.parsing  # unless a pipeline or an app behind on its body holds it
+            if not self.pipeline and (parsing is None or len(parsing.body) <= HIGH_WATER_LIMIT):
+                self.flow.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -418,8 +442,8 @@ class HttpToolsProtocol(RequestReader):
             self.drive()
 
     def resume_reading(self) -> None:
-        if not self.pipeline:  # else the pipelined requests hold reading paused
-            self.flow.resume_reading()
+        if not self.pipeline and not self.held:  # else pipelined requests or bytes held back
+            self.flow.resume_reading()  # keep reading paused: next_turn resumes it
 
     def unread_body(self) -> int | None:
         if self.te is not None or self.content_length is None:
