@@ -276,9 +276,12 @@ def test_reuse_port_workers_bind_their_own_sockets() -> None:
     with supervised("toy-httptools", "--reuse-port") as running:
         pids = {running.get().text for _ in range(40)}  # fresh connections: any worker
         assert pids <= {str(pid) for pid in running.workers()}
-        listening = [c for pid in running.workers() for c in psutil.Process(pid).net_connections()
+        listening = [(pid, c.fd) for pid in running.workers()
+                     for c in psutil.Process(pid).net_connections()
                      if c.status == psutil.CONN_LISTEN and c.laddr.port == running.port]
-        assert len({c.fd for c in listening}) >= 1 and len(listening) == 2
+        # a socket of its own in each (two inodes), not the master's one shared (one inode)
+        sockets = {os.readlink(f"/proc/{pid}/fd/{fd}") for pid, fd in listening}
+        assert len(listening) == 2 and len(sockets) == 2
 
 
 def test_wsgi_workers_say_wsgi_multiprocess_and_frame_as_one_process() -> None:

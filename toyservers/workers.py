@@ -2,23 +2,18 @@
 
 Process model (gunicorn's arbiter): the master binds the socket and forks (``os.fork()``) the
 workers; each runs the server's own ``serve()`` on the inherited socket (an ASGI toy in a
-fresh event loop, toy-wsgi blocking), and the kernel gives each connection to whichever
-worker accepts first: no request byte passes through the master. With ``reuse_port`` each
-worker binds its own socket (``SO_REUSEPORT``) and the kernel spreads connections among them.
-A worker writes on its pipe to the master: a beat (``.``) every ``BEAT`` seconds, ``R`` once
-its server listens, ``Q`` when it retires by itself (after ``max_requests`` requests). The
-master respawns a worker that dies, SIGKILLs one silent for ``timeout`` seconds, and takes
-gunicorn's signals: TERM graceful, INT/QUIT quick, HUP reload (new workers first; the old
-stop gracefully once the new listen), TTIN/TTOU one worker more/less (TTIN refused, with a
-log line, past ``max_workers``: gunicorn has no such cap).
+fresh event loop, toy-wsgi blocking: ``toyservers.worker_process``, what runs after the fork),
+and the kernel gives each connection to whichever worker accepts first: no request byte
+passes through the master. With ``reuse_port`` each worker binds its own socket
+(``SO_REUSEPORT``) and the kernel spreads connections among them. A worker writes on its pipe
+to the master: a beat (``.``) every ``BEAT`` seconds, ``R`` once its server listens, ``Q``
+when it retires by itself (after ``max_requests`` requests). The master respawns a worker that
+dies, SIGKILLs one silent for ``timeout`` seconds, and takes gunicorn's signals: TERM
+graceful, INT/QUIT quick, HUP reload (new workers first; the old stop gracefully once the new
+listen), TTIN/TTOU one worker more/less (TTIN refused, with a log line, past ``max_workers``:
+gunicorn has no such cap). A signal handler only queues the signal and writes a byte to a
+pipe the loop's ``select()`` watches; the loop does the work.
 
-A beat comes from where a stuck worker stops: in an ASGI worker, a timer on its event loop
-(an app blocking the loop stops it); in toy-wsgi, a thread that stays silent while a request
-has run past ``timeout`` (so such a worker dies up to twice ``timeout`` after the request
-began). A thin wrapper around the app counts requests, so ``serve()`` is used unchanged. A
-retiring ASGI worker stops accepting, answers on its open connections with ``Connection:
-close`` for ``DRAIN`` seconds, and only then sets its ``shutdown`` (clients leave cleanly
-instead of writing a request to a connection being closed).
 Without ``preload`` the master never imports the app and every worker imports it, so a reload
 runs new code; with ``preload`` the master imports it once and a reload forks the same app
 (so in gunicorn: new code under ``--preload`` takes a restart).
@@ -27,40 +22,38 @@ Deliberately left out: gunicorn's ``--graceful-timeout`` (we SIGKILL after
 ``timeout_graceful_shutdown`` + ``DRAIN`` + 2 s), USR1/USR2/WINCH (reopen logs, re-exec the
 master), pid files, ``--user``, server hooks, and a fair share of load: with one socket the
 least busy worker takes more; with ``reuse_port`` a retiring worker's accept queue is lost.
-(toy-wsgi drains its idle ``gthread`` connections in its own graceful shutdown: its DRAIN.)
+
+Spec: no wire protocol of its own; POSIX process control as Python's ``os`` and ``signal``
+expose it (``fork``, ``waitpid`` with ``WNOHANG``, ``SO_REUSEPORT``), and the ``signal``
+module's rule that a Python handler runs in the main thread between bytecodes, at any point
+of the loop: hence the queue.
 
 Compare with: gunicorn/arbiter.py (``run``, ``manage_workers``, ``murder_workers``,
-``reap_workers``, ``reload``), gunicorn/workers/base.py (``notify``, ``init_signals``,
-``max_requests`` jitter), uvicorn/supervisors/multiprocess.py.
+``reap_workers``, ``reload``, ``SIG_QUEUE``), gunicorn/workers/base.py for the worker's side
+(see ``toyservers.worker_process``), uvicorn/supervisors/multiprocess.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
-import random
 import select
 import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from toyservers._server import new_event_loop_factory
 from toyservers.config import Config
-from toyservers.lifespan import LifespanFailure
+from toyservers.worker_process import BOOT_ERROR, DRAIN, WorkerState, init_signals, run_worker
 
 logger = logging.getLogger("toyservers.error")
 
 BEAT = 1.0  # seconds between beats (shorter when the timeout is short: a quarter of it)
-DRAIN = 0.2  # seconds a retiring ASGI worker answers what it accepted before it stops
-BOOT_ERROR = 3  # a worker's exit status when the app cannot be imported or started (gunicorn)
 MASTER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
                   signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
 
@@ -90,152 +83,6 @@ class Worker:
     last_beat: float = field(default_factory=time.monotonic)
     booted: bool = False  # its server listens (it wrote ``R``)
     retiring: bool = False  # sent a signal to stop: no longer counted
-
-
-class WorkerState:
-    """What a worker knows of itself: its pipe, its requests, whether it is retiring."""
-
-    def __init__(self, beat_fd: int, settings: Settings) -> None:
-        self.beat_fd, self.master = beat_fd, os.getppid()
-        jitter = random.randint(0, settings.max_requests_jitter)  # so they do not all restart
-        self.max_requests = settings.max_requests + jitter if settings.max_requests else 0
-        self.requests = 0
-        self.retiring = False
-        self.running: dict[object, float] = {}  # toy-wsgi: request -> when it started
-
-    def notify(self, byte: bytes = b".") -> None:
-        # a full pipe has beaten enough; a broken one: the master is gone (see the beats)
-        with contextlib.suppress(BlockingIOError, BrokenPipeError):
-            os.write(self.beat_fd, byte)
-
-    def count(self) -> bool:
-        """One more request; True when it is the last one this worker serves."""
-        self.requests += 1  # gthread threads may race here: >=, so no count is ever skipped
-        last = bool(self.max_requests) and self.requests >= self.max_requests \
-            and not self.retiring
-        if last:
-            logger.info("Worker %d: %d requests, retiring", os.getpid(), self.requests)
-            self.retiring = True
-            self.notify(b"Q")  # the master spawns the next one now, not once this one exits
-        return last
-
-
-# --- worker ---------------------------------------------------------------------------------------
-
-
-def _asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socket,
-                 me: WorkerState, interval: float) -> None:
-    shutdown = asyncio.Event()
-    stop_accepting = asyncio.Event()  # every server's serve() closes its listener on it
-
-    def graceful() -> None:
-        # The server's shutdown stops accepting and closes idle connections at once: one
-        # accepted an instant before, its request not yet read, would be closed under the
-        # client. So stop accepting first, answer what comes on the open connections for
-        # DRAIN seconds with Connection: close, and only then shut down.
-        me.retiring = True
-        stop_accepting.set()
-        asyncio.get_running_loop().call_later(DRAIN, shutdown.set)
-
-    async def counted(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)  # lifespan and websocket pass untouched
-            return
-        last = me.count()
-
-        async def send_closing(message: Any) -> None:
-            if me.retiring and message["type"] == "http.response.start":
-                headers = [*message.get("headers", ()), (b"connection", b"close")]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        try:
-            await app(scope, receive, send_closing)
-        finally:
-            if last:
-                graceful()
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-
-        def quick() -> None:  # this worker's own copy of config: cancel what runs, now
-            config.timeout_graceful_shutdown = 0
-            shutdown.set()
-
-        def beat() -> None:  # a loop blocked by sync code runs no timer: the beats stop
-            me.notify()
-            if os.getppid() != me.master and not me.retiring:  # orphaned: the master died
-                graceful()
-            loop.call_later(interval, beat)
-
-        loop.add_signal_handler(signal.SIGTERM, graceful)
-        loop.add_signal_handler(signal.SIGINT, quick)
-        loop.add_signal_handler(signal.SIGQUIT, quick)
-        beat()
-        await module.serve(counted, config, sock=sock, shutdown=shutdown,
-                           stop_accepting=stop_accepting, ready=lambda address: me.notify(b"R"))
-
-    with asyncio.Runner(loop_factory=new_event_loop_factory(config.loop)) as runner:
-        runner.run(main())
-
-
-def _wsgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socket,
-                 me: WorkerState, interval: float, timeout: float) -> None:
-    shutdown = threading.Event()
-
-    def done(request: object, last: bool) -> None:
-        me.running.pop(request, None)
-        if last:
-            shutdown.set()  # the server finishes the response in flight before it stops
-
-    class Closing:  # an iterable result, its close() (PEP 3333) telling us the request ended
-        def __init__(self, result: Any, request: object, last: bool) -> None:
-            self.result, self.request, self.last = result, request, last
-
-        def __iter__(self) -> Any:
-            return iter(self.result)
-
-        def close(self) -> None:
-            try:
-                getattr(self.result, "close", lambda: None)()
-            finally:
-                done(self.request, self.last)
-
-    def counted(environ: Any, start_response: Any) -> Any:
-        environ["wsgi.multiprocess"] = True  # PEP 3333: other processes run this app too
-        request = object()
-        me.running[request] = time.monotonic()
-        last = me.count()
-        try:
-            result = app(environ, start_response)
-        except BaseException:
-            done(request, last)
-            raise
-        # A list or a file wrapper goes to the server as it is: the app's work is over, and
-        # the server frames a one-item list with Content-Length and sends a file with sendfile.
-        if isinstance(result, (list, tuple, environ.get("wsgi.file_wrapper", list))):
-            done(request, last)
-            return result
-        return Closing(result, request, last)
-
-    def beat() -> None:  # silent while a request has run past the timeout
-        while not shutdown.wait(interval):
-            oldest = min(list(me.running.values()), default=time.monotonic())
-            if not timeout or time.monotonic() - oldest < timeout:
-                me.notify()
-            if os.getppid() != me.master:  # orphaned: the master died
-                shutdown.set()
-
-    def quick(signum: int, frame: object) -> None:
-        config.timeout_graceful_shutdown = 0
-        shutdown.set()
-
-    signal.signal(signal.SIGTERM, lambda signum, frame: shutdown.set())
-    signal.signal(signal.SIGINT, quick)
-    signal.signal(signal.SIGQUIT, quick)
-    threading.Thread(target=beat, daemon=True).start()
-    module.serve(counted, config, sock=sock, shutdown=shutdown,
-                 ready=lambda address: me.notify(b"R"))
 
 
 # --- master ---------------------------------------------------------------------------------------
@@ -419,41 +266,18 @@ class Arbiter:
             os._exit(status)  # never return into the master's loop
 
     def worker_main(self, beats: int, beat_w: int) -> int:
-        """In the forked child: undo the master's signals and fds, then serve."""
+        """In the forked child: undo the master's signals and fds, then boot the worker."""
         for sig in MASTER_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
-        # The master's commands are not the worker's; a terminal's Ctrl+C reaches every
-        # process of the group: while the worker boots, the master's QUIT stops it instead.
-        for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)
-        signal.signal(signal.SIGQUIT, _exit_now)  # SIG_DFL would dump core
+        init_signals()
         for fd in (beats, self.wake_r, self.wake_w, *(w.beats for w in self.workers.values())):
             os.close(fd)
-        try:
-            app = self.app if self.settings.preload else self.load_app()
-            sock = self.sock
-            if self.settings.reuse_port:
-                sock = socket.socket(self.sock.family)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-                sock.bind(self.sock.getsockname()[:2])
-        except Exception as exc:  # the CLI's one-line refusal (a bad module:app), a bind
-            logger.error("Worker %d cannot boot: %s", os.getpid(), exc)
-            return BOOT_ERROR
-        me = WorkerState(beat_w, self.settings)
-        try:
-            if self.interface == "wsgi":
-                _wsgi_worker(self.module, app, self.config, sock, me, self.interval,
-                             self.settings.timeout)
-            else:
-                _asgi_worker(self.module, app, self.config, sock, me, self.interval)
-        except LifespanFailure as exc:
-            logger.error("application startup failed: %s", exc)
-            return BOOT_ERROR
-        return 0
-
-
-def _exit_now(signum: int, frame: object) -> None:
-    raise SystemExit(0)
+        settings = self.settings
+        me = WorkerState(beat_w, settings.max_requests, settings.max_requests_jitter)
+        load_app = (lambda: self.app) if settings.preload else self.load_app
+        return run_worker(self.module, self.interface, load_app, self.config, self.sock, me,
+                          interval=self.interval, timeout=settings.timeout,
+                          reuse_port=settings.reuse_port)
 
 
 def run(module: ModuleType, interface: str, load_app: Callable[[], Any], config: Config,
