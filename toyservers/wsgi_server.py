@@ -60,7 +60,7 @@ LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the clien
 TICK = 0.25  # how often the main loop looks at the shutdown Event (it has no fd to select on)
 DRAIN = 0.2  # gthread, graceful stop: seconds idle connections stay watched, the listener closed:
 # a client may have sent its next request on one already (wrk does at once); closed unread, it
-# fails; read, it gets one more response, with Connection: close (as workers.DRAIN for ASGI)
+# fails; read, it gets one more response, with Connection: close (as worker_process.DRAIN for ASGI)
 
 
 # --- Protocol interface ---------------------------------------------------------------------------
