@@ -101,3 +101,13 @@ def test_toy_wsgi_loads_no_asyncio() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_every_snippet_section_of_toyservers_is_on_a_page() -> None:
+    """A ``--8<-- [start:NAME]`` marker promises a page shows that piece: one no page includes
+    is dead weight in a module a student reads (CONVENTIONS.md, "What we do" 8)."""
+    pages = " ".join(path.read_text() for path in (PACKAGE.parent / "lessons").glob("*.md"))
+    unused = [f"{name}.py:{section}" for name, path in MODULES.items()
+              for section in re.findall(r"--8<-- \[start:(\w+)\]", path.read_text())
+              if f'"toyservers/{name}.py:{section}"' not in pages]
+    assert unused == []

@@ -224,7 +224,6 @@ def body_framing(http_version: str, headers: Headers) -> tuple[int | None, bool,
 # --8<-- [end:body_framing]
 
 
-# --8<-- [start:chunked_decoder]
 class ChunkedDecoder:
     """Incremental decoder of a chunked request body (RFC 9112 §7.1).
 
@@ -304,4 +303,3 @@ class ChunkedDecoder:
         if eol < 0 and (len(buffer) - pos >= self.max_line or buffer.find(b"\n", pos) >= 0):
             raise BadRequest(400, "chunk line too long, or a bare LF")
         return eol
-# --8<-- [end:chunked_decoder]

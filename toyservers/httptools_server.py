@@ -1,25 +1,23 @@
 """toy-httptools: an HTTP/1.1 ASGI server on asyncio, parsed by llhttp through httptools.
 
 I/O model: one ``asyncio.Protocol`` per connection feeds what it receives to an
-``httptools.HttpRequestParser``, which calls back for the request line, each field, the end
-of the head, pieces of body and the end of the message. The server checks what llhttp lets
-through with the shared HTTP/1.1 rules (``toyservers.http1``) and frames the response with
-``ResponseFramer``. Each request gets a ``RequestResponseCycle`` whose ``run_asgi`` runs the
-app in its own Task (as uvicorn: ``asyncio.current_task()`` works in the app); pipelined
-requests queue up and are answered in order, and reading pauses while they wait.
+``httptools.HttpRequestParser``, which calls back (``RequestReader``) for the request line,
+each field, the end of the head, pieces of body and the end of the message; what llhttp lets
+through is checked with the shared HTTP/1.1 rules (``toyservers.http1``). Each request gets the
+shared ``RequestResponseCycle`` (``toyservers.http1_cycle``, framing with ``ResponseFramer``),
+its app in its own Task; pipelined requests are answered in order, reading paused meanwhile.
 
 Built to be fast: the app starts once the read holding its head is parsed, so a small body is
 there when it calls ``receive()``; the response head leaves with the first body in one
 ``transport.write``; one ``Deadline`` timer per connection; ``__slots__`` everywhere.
 
-Deliberately left out: protocol upgrades (an ``Upgrade`` request is answered as plain HTTP,
-without its body, then the connection closes; ``CONNECT`` gets 501), transfer codings other
-than chunked (501), request trailers (read and dropped), and uvicorn's production extras.
+Deliberately left out: protocol upgrades (``handle_upgrade`` declines: an ``Upgrade``
+request is answered as HTTP/1.1, then the connection closes; toy-h2 takes h2c), ``CONNECT``
+(501), transfer codings but chunked (501), request trailers (dropped), uvicorn's extras.
 
-Spec: RFC 9112 §2-§7 (message syntax, request line and target forms, fields, message body
-length, chunked coding) and §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §8.6
-(Content-Length), §10.1.1 (Expect), §15 (status codes); RFC 6585 §5 (431); ASGI HTTP spec 2.4
-and Lifespan spec 2.0 (https://asgi.readthedocs.io/en/latest/specs/).
+Spec: RFC 9112 §2-§7 (message syntax, target forms, fields, body length, chunked coding), §9
+(persistence, pipelining); RFC 9110 §5.5, §8.6, §10.1.1 (Expect), §15; RFC 6585 §5 (431); ASGI
+HTTP spec 2.4 and Lifespan spec 2.0 (https://asgi.readthedocs.io/en/latest/specs/).
 
 Compare with: uvicorn/protocols/http/httptools_impl.py and flow_control.py.
 """
@@ -36,13 +34,7 @@ from toyservers._server import run_server, serve_protocol
 from toyservers._types import ASGIApp, Scope
 from toyservers.asgi import at_concurrency_limit, http_scope
 from toyservers.config import Config
-from toyservers.http1 import (
-    HIGH_WATER_LIMIT,
-    MAX_CHUNK_LINE,
-    BadTarget,
-    ResponseFramer,
-    split_target,
-)
+from toyservers.http1 import HIGH_WATER_LIMIT, MAX_CHUNK_LINE, ResponseFramer
 from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
 from toyservers.state import ServerState
 
@@ -52,9 +44,9 @@ NO_MESSAGE, IN_HEAD, IN_BODY = 0, 1, 2  # where llhttp is: between messages, in 
 FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})  # ours too
 H2_PREFACE = "Pause on PRI/Upgrade"  # llhttp's reason for "PRI * HTTP/2.0", HTTP/2's preface
 CHUNK_LINE_LIMIT = MAX_CHUNK_LINE + 2  # with its CRLF
-# Bytes parsed per loop turn; uvloop hands over up to 256 KiB a read, and a body of 1-byte chunks
-# costs ~3 µs per 6 bytes in llhttp's callbacks: 64 KiB is ~30 ms, the others' turn comes then.
-MAX_TURN = 64 * 1024
+MAX_TURN = 64 * 1024  # bytes parsed per loop turn: 1-byte chunks cost ~3 µs per 6 bytes in
+# llhttp's callbacks, and uvloop reads up to 256 KiB at once: 64 KiB is ~30 ms, then others run
+
 
 class _StopParsing(Exception):
     """Raised in a parser callback to stop llhttp; the status is in ``error_status``."""
@@ -102,8 +94,6 @@ class RequestReader(HTTP1Protocol):
         self.messages = 0
         self.on_message_begin()
         self.phase, self.messages = NO_MESSAGE, 0
-
-    # Parser callbacks, in wire order
 
     # --8<-- [start:head_callbacks]
     def on_message_begin(self) -> None:
@@ -170,8 +160,8 @@ class RequestReader(HTTP1Protocol):
             raw_path, _, query = url.partition(b"?")
         else:
             try:
-                raw_path, query = split_target(method, url)
-            except BadTarget:
+                raw_path, query = http1.split_target(method, url)
+            except http1.BadTarget:
                 self.stop_parsing(400)  # RFC 9112 §3.2: none of the four request-target forms
         scope = http_scope(self, method, version, raw_path, query, self.headers)
         # RFC 9110 §10.1.1: 100 (Continue) only when a body is expected, and never to 1.0.
@@ -229,6 +219,39 @@ class RequestReader(HTTP1Protocol):
         self.error_status = status
         raise _StopParsing(status)
 
+    def status_for(self, exc: Exception, data: bytes, phase: int, messages: int) -> int:
+        """The status for a parser error: ours when a callback refused, else by llhttp's kind."""
+        if self.error_status:
+            return self.error_status
+        if isinstance(exc, httptools.HttpParserInvalidMethodError):
+            # RFC 9110 §9.1: an unknown method 501, one that is no token 400 (readable here
+            # only when this slice began the request).
+            if phase == NO_MESSAGE and self.messages == messages + 1:
+                method, space, _ = data.lstrip(b"\r\n").partition(b" ")
+                if space and http1.is_token(method):
+                    return 501
+            return 400
+        if str(exc) == H2_PREFACE and self.messages == 1:  # the connection's first bytes
+            # (the slices before this one held the preface's first head_seen bytes)
+            seen = http1.H2_PREFACE_BYTES[:self.head_seen]
+            return 0 if self.handle_upgrade(None, seen + data) else 505
+        return 400
+
+    # --8<-- [start:handle_upgrade]
+    def handle_upgrade(self, scope: Scope | None, data: bytes) -> bool:
+        """The one hook for handing this connection to another protocol; True when it did.
+
+        Called with ``scope``, the request's, when llhttp parsed a request asking ``Upgrade``
+        (RFC 9110 §7.8) that is the only one in flight, ``data`` the bytes after it; and with
+        ``scope`` None when the connection opens with HTTP/2's preface (RFC 9113 §3.4: built to
+        fail as an HTTP/1.1 request), ``data`` the preface and what followed. toy-httptools
+        speaks HTTP/1.1 only: False, so an Upgrade is answered as HTTP/1.1 (then the
+        connection closes, ``data`` unread) and the preface gets 505. A subclass that takes the
+        connection calls ``stop_reading()`` and ``switch_protocol(new, data)`` (toy-h2: h2c
+        and prior knowledge); bytes read after ``data`` go to the new protocol too.
+        """
+        return False
+    # --8<-- [end:handle_upgrade]
 
 
 class HttpToolsProtocol(RequestReader):
@@ -323,40 +346,6 @@ class HttpToolsProtocol(RequestReader):
         self.reading_stopped = True
         self.pipeline.clear()  # their apps never ran
 
-    def status_for(self, exc: Exception, data: bytes, phase: int, messages: int) -> int:
-        """The status for a parser error: ours when a callback refused, else by llhttp's kind."""
-        if self.error_status:
-            return self.error_status
-        if isinstance(exc, httptools.HttpParserInvalidMethodError):
-            # RFC 9110 §9.1: an unknown method 501, one that is no token 400 (readable here
-            # only when this slice began the request).
-            if phase == NO_MESSAGE and self.messages == messages + 1:
-                method, space, _ = data.lstrip(b"\r\n").partition(b" ")
-                if space and http1.is_token(method):
-                    return 501
-            return 400
-        if str(exc) == H2_PREFACE and self.messages == 1:  # the connection's first bytes
-            # (the slices before this one held the preface's first head_seen bytes)
-            seen = http1.H2_PREFACE_BYTES[:self.head_seen]
-            return 0 if self.handle_upgrade(None, seen + data) else 505
-        return 400
-
-    # --8<-- [start:handle_upgrade]
-    def handle_upgrade(self, scope: Scope | None, data: bytes) -> bool:
-        """The one hook for handing this connection to another protocol; True when it did.
-
-        Called with ``scope``, the request's, when llhttp parsed a request asking ``Upgrade``
-        (RFC 9110 §7.8) that is the only one in flight, ``data`` the bytes after it; and with
-        ``scope`` None when the connection opens with HTTP/2's preface (RFC 9113 §3.4: built to
-        fail as an HTTP/1.1 request), ``data`` the preface and what followed. toy-httptools
-        speaks HTTP/1.1 only: False, so an Upgrade is answered as HTTP/1.1 (then the
-        connection closes, ``data`` unread) and the preface gets 505. A subclass that takes the
-        connection calls ``stop_reading()`` and ``switch_protocol(new, data)`` (toy-h2: h2c
-        and prior knowledge); bytes read after ``data`` go to the new protocol too.
-        """
-        return False
-    # --8<-- [end:handle_upgrade]
-
     def refuse(self, status: int) -> None:
         """Read nothing more, and ``send_error(status)`` once the responses queued before
         this request are out (RFC 9112 §9.3.2, §6.3)."""
@@ -396,8 +385,6 @@ class HttpToolsProtocol(RequestReader):
             if self.line_bytes > self.framing:
                 self.refuse(400)
 
-    # Running the queue
-
     # --8<-- [start:drive]
     def drive(self) -> None:
         """Run queued cycles in order; when none is left, answer a queued error or go idle."""
@@ -423,10 +410,8 @@ class HttpToolsProtocol(RequestReader):
                 self.deadline.set("idle", self.config.timeout_keep_alive)
     # --8<-- [end:drive]
 
-
     # --- ASGI interface ---------------------------------------------------------------------------
-    # What the shared RequestResponseCycle (toyservers.http1_cycle) asks
-    # of this protocol; its framer is http1.ResponseFramer, the response framed by hand.
+    # The shared RequestResponseCycle's hooks (toyservers.http1_cycle); its framer: ResponseFramer.
 
     # --8<-- [start:cycle_hooks]
     def on_response_complete(self) -> None:
@@ -446,9 +431,8 @@ class HttpToolsProtocol(RequestReader):
             self.flow.resume_reading()  # keep reading paused: next_turn resumes it
 
     def unread_body(self) -> int | None:
-        if self.te is not None or self.content_length is None:
-            return None
-        return int(self.content_length) - self.body_size
+        length = self.content_length  # unknown for a chunked body (RFC 9112 §6.3: TE wins)
+        return None if length is None or self.te else int(length) - self.body_size
     # --8<-- [end:cycle_hooks]
 
 
