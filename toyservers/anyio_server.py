@@ -315,13 +315,12 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
 async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str, int],
                  services: TaskGroup, shutdown: Any, stop_accepting: Any) -> None:
     draining = anyio.CancelScope()  # around the connections; its deadline: the graceful timeout
-    accepting = anyio.CancelScope()  # the listener's scope
     stop = shutdown if shutdown is not None else anyio.Event()
     if shutdown is None and threading.current_thread() is threading.main_thread():
         services.start_soon(anyio_serving.watch_signals, stop, draining.cancel)
     services.start_soon(anyio_serving.tick, state)
     if stop_accepting is not None:
-        services.start_soon(anyio_serving.cancel_when_set, stop_accepting, accepting)
+        services.start_soon(anyio_serving.close_when_set, stop_accepting, listener)
 
     async def handle(stream: ByteStream) -> None:
         await AnyioProtocol(state, stream).run()
@@ -329,17 +328,16 @@ async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str
     # --8<-- [start:serve]
     with draining:
         async with anyio.create_task_group() as connections:
-            async def accept() -> None:
-                with accepting:
+            async def accept() -> None:  # until the listener is closed
+                with contextlib.suppress(anyio.ClosedResourceError):
                     await listener.serve(handle, connections)
-                await listener.aclose()
 
             connections.start_soon(accept)
             if ready is not None:
                 ready(bound)
             await stop.wait()
             logger.info("shutting down")
-            accepting.cancel()  # stop accepting
+            await listener.aclose()  # stop accepting (not a cancel: see close_when_set)
             for connection in list(state.connections):
                 connection.shutdown()  # idle ones close now, busy ones after their response
             timeout = state.config.timeout_graceful_shutdown
