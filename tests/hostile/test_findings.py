@@ -750,3 +750,39 @@ def test_strict_request_parsing(app_server: RunningServer, case: corpus.Case) ->
     assert first.closes(), f"error response lacks 'Connection: close'\n{context}"
     assert len(result.responses) == 1 and not result.rest, f"bytes after the error\n{context}"
     assert result.closed, f"connection left open after the error\n{context}"
+
+
+# --- issue 19, finding 1. Expect: 100-continue while another task waits in receive() ------------
+
+CONTINUE_ROUNDS = 6  # toy-anyio before the fix failed 6 of 6 on asyncio and 2 of 6 on trio
+
+
+@pytest.mark.parametrize("app_server", WITH_UVICORN, indirect=True)
+def test_100_continue_and_a_send_from_another_task_take_turns(app_server: RunningServer) -> None:
+    """RFC 9110 §10.1.1: a server that receives ``Expect: 100-continue`` "ought to" send 100
+    (Continue) before it reads the content; ASGI lets an app call ``send()`` from one task
+    while another waits in ``receive()`` (sse-starlette listens for ``http.disconnect`` so).
+    The 100, written when the listener asks for the body, and the response the other task
+    sends at the same moment must both reach the wire, in that order.
+
+    ``/receive-in-task`` (see the app) does exactly that; the client sends the head, waits for
+    the 100, then sends the 5-byte body: it must get the 100, then one 200 whose body is
+    ``first 5``. Before the fix toy-anyio wrote the 100 and then nothing: the app's ``send()``
+    raised ``anyio.BusyResourceError`` while the 100's write held the stream. Repeated
+    CONTINUE_ROUNDS times on fresh connections, since on trio the two writes collide only
+    sometimes.
+    """
+    head = request("/receive-in-task", method="POST",
+                   headers=b"Content-Length: 5\r\nExpect: 100-continue\r\n", close=True)
+    for round_ in range(1, CONTINUE_ROUNDS + 1):
+        with connect(app_server.address, timeout=5.0) as sock:
+            send_all(sock, head)
+            data = read_until(sock, lambda got: b"\r\n\r\n" in got, EXCHANGE_TIMEOUT)
+            context = f"round {round_}\n{where(app_server, data)}"
+            assert data.startswith(b"HTTP/1.1 100 "), f"no 100 (Continue) first\n{context}"
+            send_all(sock, b"hello")
+            data += read_until_close(sock, time.monotonic() + EXCHANGE_TIMEOUT).data
+        context = f"round {round_}\n{where(app_server, data)}"
+        responses, leftover = split_responses(data)
+        assert [(r.status, r.body) for r in responses] == [(200, b"first 5")] and not leftover, (
+            f"no 200 after the 100 (Continue)\n{context}")
