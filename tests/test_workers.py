@@ -3,7 +3,9 @@
 Each test starts ``toyserve`` in a subprocess on loopback port 0, reads the port from the
 master's log (gunicorn's ``Listening at:`` line) and the worker pids from psutil, and waits
 by polling with deadlines. The kill -9, SIGTERM and HUP-under-wrk tests run on an ASGI toy and
-on toy-wsgi; the rest on toy-httptools (the supervisor is the same code for every ASGI toy).
+on toy-wsgi; the rest on toy-httptools (the supervisor is the same code for every ASGI toy),
+except the recycling test under wrk, which runs toy-anyio too (issue 19: its retiring worker
+closed connections with a request unanswered).
 """
 
 from __future__ import annotations
