@@ -3,7 +3,9 @@
 Each test starts ``toyserve`` in a subprocess on loopback port 0, reads the port from the
 master's log (gunicorn's ``Listening at:`` line) and the worker pids from psutil, and waits
 by polling with deadlines. The kill -9, SIGTERM and HUP-under-wrk tests run on an ASGI toy and
-on toy-wsgi; the rest on toy-httptools (the supervisor is the same code for every ASGI toy).
+on toy-wsgi; the rest on toy-httptools (the supervisor is the same code for every ASGI toy),
+except the recycling test under wrk, which runs toy-anyio too (issue 19: its retiring worker
+closed connections with a request unanswered).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ import psutil
 import pytest
 
 APPS = {"toy-httptools": "tests.support.workers_app:app",
+        "toy-anyio": "tests.support.workers_app:app",
         "toy-wsgi": "tests.support.workers_app:wsgi_app"}
-BOTH = pytest.mark.parametrize("server", list(APPS))
+BOTH = pytest.mark.parametrize("server", ["toy-httptools", "toy-wsgi"])
 
 
 def wait_for(check: Callable[[], object], seconds: float, what: str) -> None:
@@ -220,6 +223,32 @@ def test_max_requests_recycles_workers_without_a_failed_request() -> None:
         responses = [client.get(running.url()) for _ in range(200)]
         assert {r.status_code for r in responses} == {200}
         assert len({r.text for r in responses}) >= 5  # pids: about 200 / 20 workers served
+
+
+@pytest.mark.parametrize("server", ["toy-anyio", "toy-httptools"])
+def test_recycled_workers_fail_no_request_under_wrk(server: str) -> None:
+    """A worker that retires after ``--max-requests`` stops accepting first (every server's
+    ``serve()`` closes its listener when ``stop_accepting`` is set), then answers, with
+    ``Connection: close``, what comes on the connections it has: a client never meets a
+    worker that closes a connection with its request unanswered (gunicorn's ``max_requests``
+    with ``max_requests_jitter``). Issue 19: toy-anyio gave 24 and 32 read errors under wrk,
+    toy-httptools, toy-h11 and toy-wsgi none.
+
+    wrk, 4 keep-alive connections for 3 s (about 10k requests: some 40 retirements at 200-250
+    requests a worker): no socket error, no non-2xx, and at least 3 retirements in the log (so
+    the test exercised them).
+    """
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        pytest.skip("wrk is not installed")
+    with supervised(server, "--max-requests", "200", "--max-requests-jitter", "50") as running:
+        output = subprocess.run([wrk, "-t1", "-c4", "-d3s", running.url()], capture_output=True,
+                                text=True, timeout=30).stdout
+        retirements = running.text().count("requests, retiring")
+        assert "requests in" in output, output
+        assert "Socket errors" not in output and "Non-2xx" not in output, (
+            f"across {retirements} retirements:\n{output}")
+        assert retirements >= 3, f"only {retirements} retirements:\n{running.text()}"
 
 
 def test_sigttin_and_sigttou_change_the_worker_count() -> None:

@@ -31,6 +31,13 @@ Findings (issue 8) -> tests:
                                    test_second_sigint_forces_exit
 12 access-log injection            test_access_log_line_has_no_control_bytes
 13 looser parsing                  test_strict_request_parsing
+
+Findings (issue 19) -> tests:
+ 1 100 Continue racing a send()    test_100_continue_and_a_send_from_another_task_take_turns
+   from another task (toy-anyio)
+ 2 workers recycling drop requests tests/test_workers.py::
+   (toy-anyio)                     test_recycled_workers_fail_no_request_under_wrk
+ 3 sustained tiny chunks           test_sustained_tiny_chunks_do_not_slow_other_connections
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import contextlib
 import selectors
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -750,3 +758,115 @@ def test_strict_request_parsing(app_server: RunningServer, case: corpus.Case) ->
     assert first.closes(), f"error response lacks 'Connection: close'\n{context}"
     assert len(result.responses) == 1 and not result.rest, f"bytes after the error\n{context}"
     assert result.closed, f"connection left open after the error\n{context}"
+
+
+# --- issue 19, finding 1. Expect: 100-continue while another task waits in receive() ------------
+
+CONTINUE_ROUNDS = 6  # toy-anyio before the fix failed 6 of 6 on asyncio and 2 of 6 on trio
+
+
+@pytest.mark.parametrize("app_server", WITH_UVICORN, indirect=True)
+def test_100_continue_and_a_send_from_another_task_take_turns(app_server: RunningServer) -> None:
+    """RFC 9110 §10.1.1: a server that receives ``Expect: 100-continue`` "ought to" send 100
+    (Continue) before it reads the content; ASGI lets an app call ``send()`` from one task
+    while another waits in ``receive()`` (sse-starlette listens for ``http.disconnect`` so).
+    The 100, written when the listener asks for the body, and the response the other task
+    sends at the same moment must both reach the wire, in that order.
+
+    ``/receive-in-task`` (see the app) does exactly that; the client sends the head, waits for
+    the 100, then sends the 5-byte body: it must get the 100, then one 200 whose body is
+    ``first 5``. Before the fix toy-anyio wrote the 100 and then nothing: the app's ``send()``
+    raised ``anyio.BusyResourceError`` while the 100's write held the stream. Repeated
+    CONTINUE_ROUNDS times on fresh connections, since on trio the two writes collide only
+    sometimes.
+    """
+    head = request("/receive-in-task", method="POST",
+                   headers=b"Content-Length: 5\r\nExpect: 100-continue\r\n", close=True)
+    for round_ in range(1, CONTINUE_ROUNDS + 1):
+        with connect(app_server.address, timeout=5.0) as sock:
+            send_all(sock, head)
+            data = read_until(sock, lambda got: b"\r\n\r\n" in got, EXCHANGE_TIMEOUT)
+            context = f"round {round_}\n{where(app_server, data)}"
+            assert data.startswith(b"HTTP/1.1 100 "), f"no 100 (Continue) first\n{context}"
+            send_all(sock, b"hello")
+            data += read_until_close(sock, time.monotonic() + EXCHANGE_TIMEOUT).data
+        context = f"round {round_}\n{where(app_server, data)}"
+        responses, leftover = split_responses(data)
+        assert [(r.status, r.body) for r in responses] == [(200, b"first 5")] and not leftover, (
+            f"no 200 after the 100 (Continue)\n{context}")
+
+
+# --- issue 19, finding 3. a sustained stream of tiny chunks ---------------------------------------
+
+STREAM_SECONDS = 3.0  # the upload streams at least this long, and until the probes are done
+STREAM_LIMIT = 20.0  # seconds; the writer stops by then whatever happens
+STREAM_WARM = 50_000  # one-byte chunks written before the probes begin (300 KB on the wire)
+PROBES = 20  # at least this many GETs, one after another, while the upload streams
+# p50 of the probes' waits on the 2-core machine before the fix: toy-httptools 0.77 s and
+# toy-raw 0.78 s (issue 19); the bound is test 5's STALL_BOUND, 5x a correct server.
+
+
+@pytest.mark.parametrize("server_name", WITH_UVICORN)
+def test_sustained_tiny_chunks_do_not_slow_other_connections(server_name: str) -> None:
+    """RFC 9112 §7.1 allows chunks of any size; a client that keeps sending one-byte chunks
+    without pause must not make every other connection wait. Test 5 sends one burst, which a
+    server decodes in a few long reads; here the stream goes on, so each read of it is as long
+    and they follow one another.
+
+    A writer thread streams ``1\\r\\nx\\r\\n`` chunks to ``/count`` (the app counts the bytes
+    and keeps nothing) for STREAM_SECONDS and until the probes are done (STREAM_LIMIT at
+    most); once STREAM_WARM chunks are out, another connection sends GETs one after another
+    until the stream has run STREAM_SECONDS and PROBES GETs were answered. The median wait
+    must stay under STALL_BOUND; the upload, ended with ``0\\r\\n\\r\\n``, must then be
+    answered with its length.
+    """
+    head = request("/count", method="POST", headers=b"Transfer-Encoding: chunked\r\n")
+    piece = b"1\r\nx\r\n" * 4096
+    probes_done = threading.Event()
+    warm = threading.Event()
+    sent = [0]  # chunks the writer got into the socket
+
+    def stream(sock: socket.socket) -> None:
+        send_all(sock, head)
+        started = time.monotonic()
+        while time.monotonic() - started < STREAM_LIMIT:
+            if probes_done.is_set() and time.monotonic() - started >= STREAM_SECONDS:
+                break
+            try:
+                sock.sendall(piece)
+            except OSError:  # the server closed or stalled past the socket timeout
+                break
+            sent[0] += 4096
+            if sent[0] >= STREAM_WARM:
+                warm.set()
+        warm.set()
+
+    with running(server_name, flags=("--timeout-keep-alive", "30")) as server, \
+            connect(server.address, timeout=10.0) as uploader, \
+            connect(server.address, timeout=10.0) as other:
+        writer = threading.Thread(target=stream, args=(uploader,))
+        writer.start()
+        try:
+            assert warm.wait(10.0), f"{server_name}: the stream never got going"
+            waits: list[float] = []
+            while writer.is_alive():  # it stops once PROBES are done and STREAM_SECONDS passed
+                started = time.monotonic()
+                send_all(other, request("/"))
+                result = read_until_close(other, started + 10.0, stop_after=1)
+                waits.append(time.monotonic() - started)
+                assert [r.status for r in result.responses] == [200], where(server, result)
+                if len(waits) >= PROBES:
+                    probes_done.set()
+        finally:
+            probes_done.set()
+            writer.join(STREAM_LIMIT + 10.0)
+        send_all(uploader, b"0\r\n\r\n")
+        upload = read_until_close(uploader, time.monotonic() + 15.0, stop_after=1)
+    p50 = statistics.median(waits)
+    shown = f"{len(waits)} GETs, p50 {p50:.3f} s, max {max(waits):.3f} s, {sent[0]} chunks"
+    assert [r.body for r in upload.responses] == [str(sent[0]).encode()], (
+        f"{shown}\n{where(server, upload)}")
+    assert len(waits) >= PROBES, f"{server_name}: the stream ended before the probes: {shown}"
+    assert p50 < STALL_BOUND, (
+        f"{server_name}: GETs on another connection waited behind a sustained stream of tiny"
+        f" chunks: {shown} (bound {STALL_BOUND} s)")

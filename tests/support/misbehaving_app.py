@@ -20,6 +20,11 @@ Routes:
   never reads makes ``send()`` block on flow control).
 - ``/stream-before-receive``: starts a streaming response, sends ``first``, only then reads the
   request body, then sends ``last``.
+- ``/receive-in-task``: sse-starlette's shape: one task loops on ``receive()`` (it listens
+  for ``http.disconnect``) while the route's own task sends ``first``, waits until that
+  task has the whole body, then sends `` N`` (the body's length) and cancels the listener.
+- ``/count``: reads the request body without keeping it and answers its length (a body of
+  millions of one-byte pieces costs the app nothing, so any wait is the server's).
 - ``/raise?exc=NAME``: raises ``SystemExit``, ``KeyboardInterrupt``,
   ``asyncio.CancelledError`` or ``RuntimeError`` before starting a response.
 - ``/bad?case=NAME``: one app mistake in the response (see ``BAD_RESPONSES``).
@@ -140,6 +145,15 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.body", "body": b"first", "more_body": True})
         await _read_body(receive)
         await send({"type": "http.response.body", "body": b"last"})
+    elif path == "/receive-in-task":
+        await _receive_in_task(receive, send)
+    elif path == "/count":
+        size = 0
+        while (message := await receive())["type"] != "http.disconnect":
+            size += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                await _respond(send, 200, str(size).encode())
+                break
     elif path == "/raise":
         raise EXCEPTIONS[query.get("exc", "RuntimeError")]()
     elif path == "/bad":
@@ -171,3 +185,38 @@ async def _send_after_disconnect(receive: Any, send: Any, record: dict[str, Any]
                       oserror=isinstance(exc, OSError))
         raise
     record.update(outcome="returned", type=None, oserror=False)
+
+
+async def _receive_in_task(receive: Any, send: Any) -> None:
+    """Send a response while another task waits in ``receive()``, as sse-starlette does (its
+    ``listen_for_disconnect`` task loops on ``receive()`` beside the streaming task).
+
+    The listener starts first, so its ``receive()`` asks for the body (a client that sent
+    ``Expect: 100-continue`` gets its 100 now: RFC 9110 §10.1.1) while this task's first
+    ``send()`` follows at once: a server must let the two writes take turns.
+    """
+    listening = anyio.Event()
+    body_read = anyio.Event()
+    received = 0
+
+    async def listen(scope: anyio.CancelScope) -> None:
+        nonlocal received
+        listening.set()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                scope.cancel()
+                return
+            received += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                body_read.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(listen, group.cancel_scope)
+        await listening.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        with anyio.fail_after(10):
+            await body_read.wait()
+        await send({"type": "http.response.body", "body": f" {received}".encode()})
+        group.cancel_scope.cancel()
