@@ -328,9 +328,11 @@ async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str
     # --8<-- [start:serve]
     with draining:
         async with anyio.create_task_group() as connections:
-            async def accept() -> None:  # until the listener is closed
-                with contextlib.suppress(anyio.ClosedResourceError):
+            async def accept() -> None:
+                try:
                     await listener.serve(handle, connections)
+                except* anyio.ClosedResourceError:  # (from each address's listener)
+                    pass  # the listener was closed: accepting is over
 
             connections.start_soon(accept)
             if ready is not None:
