@@ -190,27 +190,32 @@ def read_llhttp(data: bytes) -> Reading:
     request = _LlhttpRequest()
     parser = httptools.HttpRequestParser(request)
     parser.set_dangerous_leniencies(lenient_version=True)
-    consumed = 0
+    consumed, version = 0, ""
     try:
         while not request.done and consumed < len(data):
             parser.feed_data(data[consumed:consumed + 1])
             consumed += 1
+            if request.head_done and not version:  # toy-httptools: in on_headers_complete
+                status, version = _llhttp_head_status(parser, request.headers)
+                if status:
+                    return Reading("refused", reason=f"head_status {status}")
     except httptools.HttpParserUpgrade:
         return Reading("refused", reason="llhttp: upgrade")  # the toy stops reading there
     except httptools.HttpParserError as exc:
         return Reading("refused", reason=f"llhttp: {exc}")
     if not request.done:
         return INCOMPLETE
-    headers = request.headers
+    return _served(Reading("request", parser.get_method(), request.url, version,
+                           tuple(request.headers), b"".join(request.body), consumed))
+
+
+def _llhttp_head_status(parser: httptools.HttpRequestParser,
+                        headers: list[tuple[bytes, bytes]]) -> tuple[int, str]:
     hosts = [value for name, value in headers if name == b"host"]
     te_lines = [value for name, value in headers if name == b"transfer-encoding"]
     length = next((value for name, value in headers if name == b"content-length"), None)
-    status, version = http1.head_status(parser.get_http_version(), hosts,
-                                        b",".join(te_lines) if te_lines else None, length, None)
-    if status:
-        return Reading("refused", reason=f"head_status {status}")
-    return _served(Reading("request", parser.get_method(), request.url, version, tuple(headers),
-                           b"".join(request.body), consumed))
+    return http1.head_status(parser.get_http_version(), hosts,
+                             b",".join(te_lines) if te_lines else None, length, None)
 
 
 READERS: dict[str, Callable[[bytes], Reading]] = {"h11": read_h11, "llhttp": read_llhttp}
@@ -301,7 +306,7 @@ _HEAD_END = re.compile(rb"\r?\n\r?\n")
 def _in_head(data: bytes, change: Callable[[bytes], bytes]) -> bytes:
     """``data`` with ``change`` applied to its head only: up to and with the first empty line,
     a bare LF counting as a line end (where a lenient parser ends the head)."""
-    match = _HEAD_END.search(data)
+    match = _HEAD_END.search(data, len(data) - len(data.lstrip(b"\r\n")))
     end = len(data) if match is None else match.end()
     return change(data[:end]) + data[end:]
 
@@ -386,6 +391,34 @@ def _no_trailer_controls(data: bytes) -> bytes:
         rb"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]", b"x", trailers))
 
 
+def _in_chunk_lines(data: bytes, pattern: bytes, repl: bytes) -> bytes:
+    """``data`` with ``re.sub(pattern, repl)`` applied after its head (to the chunked body)."""
+    match = _HEAD_END.search(data, len(data) - len(data.lstrip(b"\r\n")))
+    if match is None:
+        return data
+    return data[:match.end()] + re.sub(pattern, repl, data[match.end():])
+
+
+def _no_ows_after_chunk_size(data: bytes) -> bytes:
+    return _in_chunk_lines(data, rb"(?m)^([0-9A-Fa-f]+)[ \t]+\r\n", rb"\1\r\n")
+
+
+def _overflow_as_invalid(data: bytes) -> bytes:
+    """Chunk sizes of more than 16 significant hex digits written as an invalid size."""
+    return _in_chunk_lines(data, rb"(?m)^0*[1-9A-Fa-f][0-9A-Fa-f]{16,}", b"overflow")
+
+
+_CODING_LINE = re.compile(rb"(?im)^transfer-encoding:([^\r\n]*)\r\n")
+
+
+def _plain_chunked(data: bytes) -> bytes:
+    """Each Transfer-Encoding line whose list is just 'chunked' (empty elements, any case)
+    written 'chunked'."""
+    return _in_head(data, lambda head: _CODING_LINE.sub(
+        lambda m: b"Transfer-Encoding: chunked\r\n"
+        if http1.list_elements(m[1]) == [b"chunked"] else m[0], head))
+
+
 def _single_spaces(data: bytes) -> bytes:
     """The request line with each run of SP taken as one SP."""
     line_end = data.find(b"\r\n", len(data) - len(data.lstrip(b"\r\n")))
@@ -437,8 +470,10 @@ def _rewrite_explains(difference: Difference, parser: str, data: bytes, ours: Re
         return ours.verdict == "refused" and theirs.verdict != "refused" \
             and _same(parser, read_ours(rewritten), _shifted(theirs, shift))
     if difference.lenient == "us":
-        return theirs.verdict == "refused" and ours.verdict != "refused" and _same(
-            parser, difference.ours_as(_shifted(ours, shift)), READERS[parser](rewritten))
+        if ours.verdict == "request":
+            ours = difference.ours_as(_shifted(ours, shift))
+        return theirs.verdict == "refused" and ours.verdict != "refused" \
+            and _same(parser, ours, READERS[parser](rewritten))
     return ours.verdict == "refused" and theirs.verdict == "incomplete" \
         and READERS[parser](rewritten).verdict == "refused"
 
@@ -504,6 +539,21 @@ KNOWN_DIFFERENCES: list[Difference] = [
                " h11's field grammar takes any byte but NUL and whitespace, and toy-h11 checks"
                " only the head's values (the trailers are dropped)",
                rewrite=_no_trailer_controls),
+    Difference("h11 allows whitespace after a chunk size", "h11",
+               "RFC 9112 §7.1: chunk = chunk-size [ chunk-ext ] CRLF, whitespace only as the"
+               " BWS of chunk-ext (before ';'); h11's grammar ends the line with OWS",
+               rewrite=_no_ows_after_chunk_size),
+    Difference("h11 waits for a chunk size past 64 bits", "h11",
+               "RFC 9112 §7.1: a recipient MUST anticipate potentially large hexadecimal"
+               " numerals and prevent parsing errors due to integer conversion overflows; we"
+               " refuse more than 16 significant digits, h11 reads up to 20 and waits",
+               rewrite=_overflow_as_invalid, lenient="early"),
+    Difference("h11 takes only the exact value 'chunked'", "h11",
+               "RFC 9110 §5.6.1: a recipient MUST parse and ignore a reasonable number of"
+               " empty list elements; 'chunked,' is the list (chunked)", rewrite=_plain_chunked,
+               lenient="us", ours_as=lambda reading: replace(reading, headers=tuple(
+                   (name, b"chunked" if name == b"transfer-encoding" else value)
+                   for name, value in reading.headers))),
     *(Difference(f"{parser} refuses BWS in a chunk extension", parser,
                  "RFC 9112 §7.1.1: chunk-ext = *( BWS \";\" BWS chunk-ext-name [ BWS \"=\" BWS"
                  " chunk-ext-val ] ), and RFC 9110 §5.6.3: a recipient MUST parse for BWS and"
