@@ -70,7 +70,9 @@ EXAMPLES: dict[str, bytes] = {
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2 \r\nhi\r\n0\r\n\r\n",
     "h11 waits for a chunk size past 64 bits":
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1" + b"0" * 17 + b"\r\n",
-    "h11 takes only the exact value 'chunked'":
+    "h11 refuses empty list elements beside 'chunked'":
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked,\r\n\r\n0\r\n\r\n",
+    "llhttp refuses empty list elements beside 'chunked'":
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked,\r\n\r\n0\r\n\r\n",
     "h11 refuses BWS in a chunk extension":
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2 ; a = b\r\nhi\r\n"

@@ -412,11 +412,17 @@ _CODING_LINE = re.compile(rb"(?im)^transfer-encoding:([^\r\n]*)\r\n")
 
 
 def _plain_chunked(data: bytes) -> bytes:
-    """Each Transfer-Encoding line whose list is just 'chunked' (empty elements, any case)
+    """Each Transfer-Encoding line that is 'chunked' with empty list elements (any case)
     written 'chunked'."""
     return _in_head(data, lambda head: _CODING_LINE.sub(
         lambda m: b"Transfer-Encoding: chunked\r\n"
-        if http1.list_elements(m[1]) == [b"chunked"] else m[0], head))
+        if b"," in m[1] and http1.list_elements(m[1]) == [b"chunked"] else m[0], head))
+
+
+def _te_chunked(reading: Reading) -> Reading:
+    return replace(reading, headers=tuple(
+        (name, b"chunked" if name == b"transfer-encoding" else value)
+        for name, value in reading.headers))
 
 
 def _single_spaces(data: bytes) -> bytes:
@@ -548,12 +554,11 @@ KNOWN_DIFFERENCES: list[Difference] = [
                " numerals and prevent parsing errors due to integer conversion overflows; we"
                " refuse more than 16 significant digits, h11 reads up to 20 and waits",
                rewrite=_overflow_as_invalid, lenient="early"),
-    Difference("h11 takes only the exact value 'chunked'", "h11",
-               "RFC 9110 §5.6.1: a recipient MUST parse and ignore a reasonable number of"
-               " empty list elements; 'chunked,' is the list (chunked)", rewrite=_plain_chunked,
-               lenient="us", ours_as=lambda reading: replace(reading, headers=tuple(
-                   (name, b"chunked" if name == b"transfer-encoding" else value)
-                   for name, value in reading.headers))),
+    *(Difference(f"{parser} refuses empty list elements beside 'chunked'", parser,
+                 "RFC 9110 §5.6.1: a recipient MUST parse and ignore a reasonable number of"
+                 " empty list elements; 'chunked,' is the list (chunked)",
+                 rewrite=_plain_chunked, lenient="us", ours_as=_te_chunked)
+      for parser in ("h11", "llhttp")),
     *(Difference(f"{parser} refuses BWS in a chunk extension", parser,
                  "RFC 9112 §7.1.1: chunk-ext = *( BWS \";\" BWS chunk-ext-name [ BWS \"=\" BWS"
                  " chunk-ext-val ] ), and RFC 9110 §5.6.3: a recipient MUST parse for BWS and"
