@@ -356,3 +356,31 @@ def test_chunked_decoder_limits_the_trailer_section() -> None:
     with pytest.raises(BadRequest) as info:
         ChunkedDecoder(max_trailers=4).feed(bytearray(body))
     assert info.value.status == 431
+
+
+@pytest.mark.parametrize(("size", "body"), [
+    (b"0" * 17 + b"5", b"hello"),  # 18 digits, the value 5
+    (b"0" * 40 + b"5;ext=1", b"hello"),
+    (b"0" * 16 + b"F" * 16, None),  # 2**64 - 1 after the zeros: too large to send, not refused
+])
+def test_leading_zeros_do_not_count_against_the_chunk_size_limit(
+        size: bytes, body: bytes | None) -> None:
+    """Differential fuzzing (tests/test_http1_differential.py) found us refusing a chunk size
+    of more than 16 hex digits even when its value was small: RFC 9112 §7.1 has chunk-size =
+    1*HEXDIG, leading zeros included, and asks only that a recipient "anticipate potentially
+    large hexadecimal numerals and prevent parsing errors due to integer conversion
+    overflows"; h11 and llhttp read the value. Sixteen significant digits still bound it."""
+    decoder = ChunkedDecoder()
+    if body is None:
+        buffer = bytearray(size + b"\r\nabc")
+        assert decoder.feed(buffer) == b"abc" and decoder.remaining == 2**64 - 1 - 3
+        return
+    buffer = bytearray(size + b"\r\n" + body + b"\r\n" + b"0" * 20 + b"\r\n\r\nNEXT")
+    assert decoder.feed(buffer) == body and decoder.done and buffer == b"NEXT"
+
+
+@pytest.mark.parametrize("size", [b"1" + b"0" * 16, b"0" * 3 + b"1" + b"0" * 16, b"0" * 5000])
+def test_chunk_sizes_past_64_bits_or_the_line_limit_are_still_refused(size: bytes) -> None:
+    with pytest.raises(BadRequest) as info:
+        ChunkedDecoder().feed(bytearray(size + b"\r\nhello\r\n0\r\n\r\n"))
+    assert info.value.status == 400

@@ -71,8 +71,9 @@ def request_status(event: h11.Request, headers: Headers, config: Config) -> int:
     version = "1.0" if event.http_version == b"1.0" else "1.1"
     length = fields.get(b"content-length")
     if b"transfer-encoding" in fields:  # h11 passes only "chunked"; 501 for any other coding
-        return http1.transfer_coding_status(b"chunked", version, length is not None)
-    if length is not None:
+        if status := http1.transfer_coding_status(b"chunked", version, length is not None):
+            return status
+    elif length is not None:  # a chunked request's Host is checked too (RFC 9112 §3.2)
         if int(length) > http1.MAX_CONTENT_LENGTH:
             return 400  # RFC 9112 §6.3 rule 5: an overflowing length is invalid
         if config.max_body_size is not None and int(length) > config.max_body_size:

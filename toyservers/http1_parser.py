@@ -257,7 +257,11 @@ class ChunkedDecoder:
                 line = buffer[pos:eol]
                 if 0 < eol - pos <= 16 and not line.translate(None, HEX_DIGITS):
                     remaining = int(line, 16)
-                else:  # chunk extensions, or an error
+                else:  # chunk extensions, leading zeros past 16 digits, or an error
+                    if line[:2] == b"00":  # RFC 9112 §7.1: chunk-size = 1*HEXDIG; zeros in
+                        line = line.lstrip(b"0")  # front add no bits, so are not counted
+                        if not line[:1].isalnum():  # the size was zero: keep one digit
+                            line.insert(0, ord("0"))
                     match = http1.CHUNK_LINE.fullmatch(line)
                     if match is None:
                         raise BadRequest(400, "invalid chunk size line")
