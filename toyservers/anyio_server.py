@@ -181,8 +181,8 @@ class AnyioProtocol(StreamProtocol):
         self.resume_reading()
 
     # --- ASGI interface ---------------------------------------------------------------------------
-    # What the shared cycle (toyservers.http1_cycle) asks of this
-    # protocol, as toy-h11's; the cycle below only awaits its writes.
+    # The shared cycle's hooks (toyservers.http1_cycle), as toy-h11's; the cycle below only
+    # awaits its writes.
 
     def on_response_complete(self) -> None:
         """Close, start the next cycle, or read and drop the rest of an unread body."""

@@ -192,8 +192,8 @@ class H11Protocol(HTTP1Protocol):
     # --8<-- [end:start_next_cycle]
 
     # --- ASGI interface ---------------------------------------------------------------------------
-    # What the shared RequestResponseCycle (toyservers.http1_cycle) asks
-    # of this protocol; its framer is h11's (H11Framer), so h11 frames every response.
+    # The shared RequestResponseCycle's hooks (toyservers.http1_cycle); its framer is h11's
+    # (H11Framer), so h11 frames every response.
 
     def on_response_complete(self) -> None:
         """Close, start the next cycle, or read and drop the rest of an unread body."""

@@ -11,7 +11,8 @@ Python loop over bytes, and leans on ``toyservers.http1`` for the rules every se
 - ``take_head``: cut a whole head off a connection's buffer, or check the unfinished one;
 - ``parse_request_head``: the request line and fields, checked (RFC 9112 §2-§5);
 - ``body_framing``: Content-Length or chunked, keep-alive, Expect (RFC 9112 §6, §9.3);
-- ``ChunkedDecoder``: the chunked coding, incrementally, with limits (RFC 9112 §7.1).
+- ``ChunkedDecoder``: the chunked coding, incrementally, with limits (RFC 9112 §7.1);
+- ``BodyReader``: a request body off the buffer whatever its framing, with the body limit.
 
 Method and field names and Host values already checked are remembered (a bounded cache,
 filled only with what passed), so a request like the last one skips the checks' work.
@@ -307,3 +308,48 @@ class ChunkedDecoder:
         if eol < 0 and (len(buffer) - pos >= self.max_line or buffer.find(b"\n", pos) >= 0):
             raise BadRequest(400, "chunk line too long, or a bare LF")
         return eol
+
+
+class BodyReader:
+    """A request body taken off a connection's buffer as it comes, whichever its framing: the
+    Content-Length's bytes counted (RFC 9112 §6.2), or the chunked coding decoded by a
+    ``ChunkedDecoder`` (§7.1) and counted against ``max_body`` bytes (None: no limit; a
+    Content-Length over it was refused before, from the head). toy-raw and toy-wsgi read with it.
+
+    ``feed(buffer, limit)`` returns the body bytes the buffer holds (at most ``limit`` of a
+    chunked body, all that is owed of a counted one), cutting them off; once ``done``, the rest
+    of the buffer is the next request's. ``remaining``: the declared bytes still to come, None
+    for a chunked body. BadRequest: 413 past ``max_body``, and ``ChunkedDecoder``'s errors.
+    """
+
+    __slots__ = ("remaining", "decoder", "received", "max_body", "done")
+
+    def __init__(self, content_length: int | None, chunked: bool, max_body: int | None,
+                 max_trailer_size: int = 16384, max_trailers: int = 100) -> None:
+        self.decoder = ChunkedDecoder(max_trailer_size=max_trailer_size,
+                                      max_trailers=max_trailers) if chunked else None
+        self.remaining: int | None = None if chunked else content_length or 0
+        self.received = 0  # chunked body bytes decoded so far
+        self.max_body = max_body
+        self.done = not chunked and not content_length
+
+    def feed(self, buffer: bytearray, limit: int = HIGH_WATER_LIMIT) -> bytes:
+        decoder = self.decoder
+        if decoder is None:  # counted: take what is there, up to what is owed
+            remaining = self.remaining or 0
+            if len(buffer) <= remaining:  # all of it body: no slice
+                data = bytes(buffer)
+                buffer.clear()
+            else:
+                data = bytes(buffer[:remaining])
+                del buffer[:remaining]
+            self.remaining = remaining = remaining - len(data)
+            self.done = not remaining
+            return data
+        data = decoder.feed(buffer, limit)
+        self.received += len(data)
+        if self.max_body is not None and self.received > self.max_body:
+            raise BadRequest(413, "request body too large")  # RFC 9110 §15.5.14
+        self.done = decoder.done
+        return data
+

@@ -167,6 +167,8 @@ class RawHTTPProtocol(HTTP1Protocol):
         assert cycle is not None
         if self.decoder is None:  # Content-Length: take what is there, up to what is left
             remaining = self.body_remaining
+            # Inline, not http1_parser.BodyReader (toy-wsgi's): a reader object and its feed()
+            # call per request cost 137.0k -> 140.3k instructions a request (callgrind).
             if len(buffer) <= remaining:  # all body: no slice (with wake guards 128.4k -> 126.7k)
                 data = bytes(buffer)
                 buffer.clear()
@@ -222,8 +224,8 @@ class RawHTTPProtocol(HTTP1Protocol):
         super().on_timeout(kind)  # idle: close silently; a slow head or body: 408
 
     # --- ASGI interface ---------------------------------------------------------------------------
-    # What the shared RequestResponseCycle (toyservers.http1_cycle) asks
-    # of this protocol; its framer is http1.ResponseFramer, the response framed by hand.
+    # The shared RequestResponseCycle's hooks (toyservers.http1_cycle); its framer is
+    # http1.ResponseFramer, the response framed by hand.
 
     def on_response_complete(self) -> None:
         """Close, read the next request, or read and drop the rest of an unread body."""

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from toyservers import access_log, http1, http1_parser, wsgi
 from toyservers._types import Environ, ExcInfo, WSGIApp
 from toyservers.config import Config
-from toyservers.http1_parser import BadRequest, ChunkedDecoder
+from toyservers.http1_parser import BadRequest, BodyReader
 from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -125,11 +125,11 @@ class BlockingHTTPProtocol:
         except (BadRequest, http1.BadTarget) as exc:  # a bad target is a 400
             self.send_error(getattr(exc, "status", 400), str(exc))
             return False
-        decoder = ChunkedDecoder(max_trailer_size=config.max_header_size,
-                                 max_trailers=config.max_headers) if chunked else None
+        body = BodyReader(content_length, chunked, config.max_body_size, config.max_header_size,
+                          config.max_headers)
         keep_alive = keep_alive and server.threaded and not server.stopping.is_set()
-        self.cycle = cycle = RequestResponseCycle(self, method, version, keep_alive,
-                                                  content_length or 0, decoder, expect_100)
+        self.cycle = cycle = RequestResponseCycle(self, method, version, keep_alive, body,
+                                                  expect_100)
         if server.access_log:
             cycle.log_line = (method, raw_path, query, version)
         try:
@@ -182,14 +182,11 @@ class RequestResponseCycle:
     ``write`` and the iteration of the app's result, framed by ``http1.ResponseFramer``."""
 
     def __init__(self, protocol: BlockingHTTPProtocol, method: str, version: str,
-                 keep_alive: bool, content_length: int, decoder: ChunkedDecoder | None,
-                 expect_100: bool) -> None:
+                 keep_alive: bool, body: BodyReader, expect_100: bool) -> None:
         self.protocol, self.method, self.version = protocol, method, version
         self.framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
-        self.remaining = content_length  # Content-Length bytes not yet taken from the socket
-        self.decoder, self.expect_100 = decoder, expect_100
-        self.received = 0  # chunked body bytes decoded (for max_body_size)
-        self.body_done = decoder is None and not content_length  # the body is all read
+        self.body, self.expect_100 = body, expect_100  # the request body, off the socket
+        self.body_done = body.done  # the body is all read (or its reading failed)
         self.error: wsgi.ClientError | None = None  # the body failed, or the client left
         self.log_line: tuple[str, bytes, bytes, str] | None = None  # method, target, version
 
@@ -204,17 +201,8 @@ class RequestResponseCycle:
                 protocol.sendall(http1.CONTINUE_100)
         try:
             while not self.body_done:
-                if self.decoder is None:
-                    data = bytes(protocol.buffer[: self.remaining])
-                    del protocol.buffer[: len(data)]
-                    self.remaining -= len(data)
-                    self.body_done = not self.remaining
-                else:
-                    data = self.decoder.feed(protocol.buffer)
-                    self.received += len(data)
-                    self.body_done = self.decoder.done
-                    if config.max_body_size is not None and self.received > config.max_body_size:
-                        raise BadRequest(413, "request body too large")
+                data = self.body.feed(protocol.buffer)
+                self.body_done = self.body.done
                 if data:
                     return data
                 if not (self.body_done or protocol.recv(time.monotonic() + config.timeout_body)):
