@@ -69,10 +69,11 @@ class H2Protocol(HTTPProtocol):
     def __init__(self, state: ServerState, upgrade: tuple[bytes, Scope] | None = None) -> None:
         super().__init__(state)
         self.upgrade = upgrade  # after Upgrade: h2c, its HTTP2-Settings and request scope
-        self.conn = http2.connection(self.config.max_header_size)
+        self.conn, self.decoder = http2.connection(self.config.max_header_size)
         self.streams: dict[int, RequestResponseCycle] = {}
         self.access_log = access_log.enabled(self.config)
         self.closing = False  # GOAWAY sent: streams in flight finish, new ones are refused
+        self.closed = False  # close() called: the events still in hand are dropped
         self.budget = http2.FloodBudget(self.loop.time)
         self.scanner = http2.FrameScanner(self.config.max_header_size)
         self.held, self.held_at = b"", 0  # bytes read, h2 has those before held_at
@@ -118,12 +119,24 @@ class H2Protocol(HTTPProtocol):
         try:
             if not self.spend(0, self.scanner.scan(data)):
                 return
-            events = self.conn.receive_data(data)
         except http2.FrameRefused as exc:
             return self.calm(exc.reason, exc.code)
+        start = 0  # h2 gets one header block per call, so on_request finds its content-length
+        for end in (*self.scanner.block_ends, len(data)):
+            if end > start and not self.dispatch(data[start:end]):
+                return
+            start = end
+        self.flush()
+    # --8<-- [end:data_received]
+
+    def dispatch(self, data: bytes) -> bool:
+        """Feed ``data`` to h2 and act on its events; False once the connection is closing."""
+        try:
+            events = self.conn.receive_data(data)
         except h2.exceptions.ProtocolError as exc:  # h2 queued a GOAWAY with the error code
             logger.debug("HTTP/2 connection error from %s: %s", self.client, exc)
-            return self.close()
+            self.close()
+            return False
         for event in events:
             kind = type(event)
             if kind is h2.events.DataReceived:
@@ -133,6 +146,8 @@ class H2Protocol(HTTPProtocol):
             elif kind is h2.events.StreamEnded:
                 if cycle := self.streams.get(event.stream_id):  # type: ignore[attr-defined]
                     cycle.more_body = False
+                    if cycle.content_length not in (None, cycle.body_size):  # §8.1.1
+                        self.reset(cycle.stream_id, ErrorCodes.PROTOCOL_ERROR)
                     cycle.wake()
             elif kind is h2.events.WindowUpdated or kind is h2.events.RemoteSettingsChanged:
                 # Credit for one stream, or for all (stream 0, or a new initial window size)
@@ -140,14 +155,12 @@ class H2Protocol(HTTPProtocol):
                 for cycle in [self.streams[sid]] if sid in self.streams else self.streams.values():
                     cycle.wake_sender()
             elif kind is h2.events.StreamReset:
-                if not self.on_reset(event.stream_id):  # type: ignore[attr-defined]
-                    return
+                self.on_reset(event.stream_id)  # type: ignore[attr-defined]
             elif kind is h2.events.ConnectionTerminated:  # the client's GOAWAY: h2 sends no
-                return self.close()  # more frames after it, so nothing in flight can finish
-            if self.transport.is_closing():
-                return
-        self.flush()
-    # --8<-- [end:data_received]
+                self.close()  # more frames after it, so nothing in flight can finish
+            if self.closed:
+                return False
+        return True
 
     def flush(self) -> None:  # what h2 framed (responses, ACKs, WINDOW_UPDATEs): one write
         data = self.conn.data_to_send()
@@ -158,6 +171,7 @@ class H2Protocol(HTTPProtocol):
         """Write what h2 queued (a GOAWAY) and close in stages (``lingering_close``): a client
         still sending reads our GOAWAY, not a reset. Apps still running see http.disconnect."""
         self.flush()
+        self.closed = True
         self.deadline.close()
         self.drop()
         self.lingering_close()
@@ -195,18 +209,22 @@ class H2Protocol(HTTPProtocol):
     def on_request(self, event: h2.events.RequestReceived) -> None:
         """Check a request's pseudo-header fields, build its scope, and start its app; a stream
         past the limit is refused alone (RFC 9113 §5.1.2), counted as a reset."""
-        sid = event.stream_id
+        sid, taken = event.stream_id, self.decoder.taken
         if self.closing or len(self.streams) >= http2.MAX_CONCURRENT_STREAMS:
-            self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)  # §6.8: none after GOAWAY
-            self.spend(1, 0)
-            return
+            return self.reset(sid, ErrorCodes.REFUSED_STREAM)  # §6.8: none after GOAWAY
+        try:
+            content_length = http2.content_length(taken, event.stream_ended is not None)
+        except ValueError:  # malformed: RFC 9113 §8.1.1, a stream error
+            return self.reset(sid, ErrorCodes.PROTOCOL_ERROR)
         status, method, raw_path, query, headers = http2.request_target(
-            event.headers or (), self.config.max_headers)  # pseudo-header fields taken out
+            [*(event.headers or ()), *((b"content-length", value) for value in taken)],
+            self.config.max_headers)  # pseudo-header fields taken out
         scope = http_scope(self, method, "2", raw_path, query, headers)
         if not status and at_concurrency_limit(self.state):
             status = 503  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
         cycle = RequestResponseCycle.open(self, sid, scope, event.stream_ended is None,
                                           run=not status)
+        cycle.content_length = content_length
         if status:
             cycle.send_error(status)
 
@@ -218,20 +236,35 @@ class H2Protocol(HTTPProtocol):
         cycle = self.streams.get(sid)
         if cycle is not None and not (cycle.response_complete or cycle.disconnected):
             cycle.body_size += len(data)
-            if self.config.max_body_size is None or cycle.body_size <= self.config.max_body_size:
+            if cycle.content_length is not None and cycle.body_size > cycle.content_length:
+                self.reset(sid, ErrorCodes.PROTOCOL_ERROR)  # more than declared: §8.1.1
+            elif self.config.max_body_size is None or \
+                    cycle.body_size <= self.config.max_body_size:
                 cycle.body += data
                 cycle.credit += length
                 self.deadline.set("body", self.config.timeout_body)  # moved on by each DATA
                 return cycle.wake()
-            cycle.send_error(413)  # RFC 9110 §15.5.14
+            else:
+                cycle.send_error(413)  # RFC 9110 §15.5.14
         self.conn.acknowledge_received_data(length, sid)  # nobody will read it
 
-    def on_reset(self, sid: int) -> bool:
+    def on_reset(self, sid: int) -> None:
         """The client reset a stream: its app sees ``http.disconnect``; budgeted (rapid reset)."""
         if cycle := self.streams.pop(sid, None):
             cycle.disconnect()
         self.stream_done()
-        return self.spend(1, 0)
+        self.spend(1, 0)
+
+    def reset(self, sid: int, code: ErrorCodes) -> None:
+        """End stream ``sid`` alone with RST_STREAM ``code`` (a stream error, RFC 9113 §5.4.2);
+        its app, if running, sees ``http.disconnect``. Budgeted as a reset: each one costs us a
+        frame and the client nothing."""
+        if cycle := self.streams.get(sid):
+            cycle.reset(code)
+        else:
+            with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
+                self.conn.reset_stream(sid, code)
+        self.spend(1, 0)
 
     def stream_done(self) -> None:
         """After a stream: with none left, close if shutting down, else start the idle deadline."""
@@ -328,6 +361,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         self.conn, self.stream_id = protocol.conn, stream_id
         self.credit = 0  # bytes of body received, not yet granted back (WINDOW_UPDATE)
         self.body_size = self.status = 0
+        self.content_length: int | None = None  # the request's, checked by on_data (§8.1.1)
         self.head: Headers | None = None  # checked response fields, sent with the first body
         self.body_sent = False  # the last http.response.body went out
         self.trailers = False  # the app said it sends http.response.trailers
@@ -451,11 +485,16 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         try:
             await asyncio.wait_for(asyncio.shield(self.window), self.protocol.config.timeout_body)
         except TimeoutError:
-            with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
-                self.conn.reset_stream(self.stream_id, ErrorCodes.CANCEL)
-            self.disconnect()
-            self.complete()
+            self.reset(ErrorCodes.CANCEL)
         self.window = None
+
+    def reset(self, code: ErrorCodes) -> None:
+        """End the stream with RST_STREAM ``code``: the app sees http.disconnect, its send()
+        raises ClientDisconnected, the body's credit goes back to the connection."""
+        with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
+            self.conn.reset_stream(self.stream_id, code)
+        self.disconnect()
+        self.complete()
 
     def complete(self) -> None:
         """The response is out: end the stream's cycle; a request body still coming is
@@ -492,7 +531,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
                     status, protocol.state.default_headers, len(body)))
                 self.conn.send_data(self.stream_id, body, end_stream=True)
             else:
-                self.conn.reset_stream(self.stream_id, ErrorCodes.INTERNAL_ERROR)
+                return self.reset(ErrorCodes.INTERNAL_ERROR)
         except h2.exceptions.ProtocolError:
             pass  # the stream is closed already
         self.complete()

@@ -8,6 +8,9 @@ pseudo-header fields' grammar; what it leaves to a server is written here once:
   (RFC 9113 §8.3.1), and the requests we answer instead of the app (CONNECT, a bad ``:path``,
   too many fields);
 - ``h2c_settings``: may an HTTP/1.1 request be upgraded to h2c (RFC 7540 §3.2)?
+- ``BodyLengthDecoder`` and ``content_length``: h2 answers a bad Content-Length by ending the
+  whole connection, where a malformed request is a stream error (RFC 9113 §8.1.1), so the
+  field is taken from h2's sight as HPACK decodes it, and checked here instead;
 - ``FrameScanner``: frame boundaries read from each 9-byte frame header as bytes arrive, so a
   frame too large or a header block too long is refused before h2 buffers it (RFC 9113 §4.2,
   §10.5.1), and every control frame is counted;
@@ -16,8 +19,9 @@ pseudo-header fields' grammar; what it leaves to a server is written here once:
 - ``goaway``: a GOAWAY frame framed outside h2's state machine (graceful shutdown).
 
 Spec: RFC 9113 §3.4 (preface), §4.1-4.2 (frame layout and size), §6.8 (GOAWAY), §7 (error
-codes), §8.3 (pseudo-header fields), §10.5 (denial of service); RFC 7540 §3.2 (h2c upgrade,
-removed from RFC 9113 but still what ``curl --http2`` sends).
+codes), §8.1.1 (malformed messages), §8.3 (pseudo-header fields), §10.5 (denial of service);
+RFC 9110 §8.6 (Content-Length); RFC 7540 §3.2 (h2c upgrade, removed from RFC 9113 but still
+what ``curl --http2`` sends).
 
 Compare with: hypercorn/protocol/h2.py (its ``_create_stream`` and ``_handle_events``),
 nghttp2's ``nghttp2_session`` flood counters.
@@ -32,6 +36,7 @@ from collections.abc import Callable, Iterable
 
 import h2.config
 import h2.connection
+import hpack
 from h2.errors import ErrorCodes
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
@@ -58,18 +63,61 @@ END_HEADERS = 0x4  # the HEADERS/PUSH_PROMISE/CONTINUATION flag that ends a head
 bad_target_byte = re.compile(rb"[^\x21-\x7e]").search
 
 
-def connection(max_header_size: int) -> h2.connection.H2Connection:
-    """A server-side h2 connection whose SETTINGS (sent by ``initiate_connection``) say
-    ``MAX_CONCURRENT_STREAMS``, ``MAX_FRAME_SIZE`` and a header list of ``max_header_size``
-    bytes, enforced by h2's HPACK decoder from the start (RFC 9113 §6.5.2)."""
+class BodyLengthDecoder(hpack.Decoder):
+    """h2's HPACK decoder, which takes the ``content-length`` fields out of each header block
+    it decodes, their values kept in ``taken``, so that h2 never sees one.
+
+    h2 4.x checks Content-Length itself and raises ProtocolError, a connection error (GOAWAY),
+    for a value that is no number or DATA that does not add up to it; RFC 9113 §8.1.1 makes
+    such a request malformed, a stream error, so the request beside it lives on. h2 offers no
+    setting for that, but decodes every header block with ``conn.decoder``: this one, installed
+    by ``connection``. ``taken`` belongs to the last block decoded, so its reader feeds h2 no
+    more than one header block at a time (``FrameScanner.block_ends``).
+    """
+
+    def __init__(self, max_header_list_size: int) -> None:
+        super().__init__(max_header_list_size)
+        self.taken: list[bytes] = []
+
+    def decode(self, data: bytes, raw: bool = False) -> list[hpack.HeaderTuple]:
+        headers = list(super().decode(data, raw))
+        self.taken = [value for name, value in headers if name == b"content-length"]
+        if not self.taken:
+            return headers
+        return [field for field in headers if field[0] != b"content-length"]
+
+
+def connection(max_header_size: int) -> tuple[h2.connection.H2Connection, BodyLengthDecoder]:
+    """A server-side h2 connection and its HPACK decoder (a ``BodyLengthDecoder``). Its
+    SETTINGS (sent by ``initiate_connection``) say ``MAX_CONCURRENT_STREAMS``,
+    ``MAX_FRAME_SIZE`` and a header list of ``max_header_size`` bytes, which the decoder
+    enforces from the start (RFC 9113 §6.5.2), before the client ACKs them."""
     conn = h2.connection.H2Connection(h2.config.H2Configuration(
         client_side=False, header_encoding=None))
     conn.local_settings = Settings(client=False, initial_values={
         SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
         SettingCodes.MAX_HEADER_LIST_SIZE: max_header_size,
         SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: MAX_FRAME_SIZE})
-    conn.decoder.max_header_list_size = max_header_size  # before the client ACKs the SETTINGS
-    return conn
+    conn.decoder = decoder = BodyLengthDecoder(max_header_size)
+    return conn, decoder
+
+
+def content_length(values: list[bytes], ended: bool) -> int | None:
+    """The Content-Length a request's ``content-length`` fields declare (None without one);
+    ``ended``: its HEADERS frame ended the stream, so its content is empty.
+
+    Raises ValueError when the request is malformed (RFC 9113 §8.1.1, a stream error): a value
+    that is not 1*DIGIT (RFC 9110 §8.6), fields that disagree, or a length other than 0 on a
+    request that carries no DATA. The DATA that follows is checked against it as it comes.
+    """
+    if not values:
+        return None
+    if not all(value.isdigit() for value in values) or len(lengths := set(map(int, values))) > 1:
+        raise ValueError(f"content-length {values!r}")
+    length = lengths.pop()
+    if ended and length:
+        raise ValueError(f"content-length {length} and no DATA")
+    return length
 
 
 def stop_enforcing_stream_limit(conn: h2.connection.H2Connection) -> None:
@@ -217,19 +265,25 @@ class FrameScanner:
     FrameRefused with FRAME_SIZE_ERROR as soon as a header announces more than
     ``MAX_FRAME_SIZE`` bytes (§4.2: the payload is never waited for, let alone buffered), and
     with ENHANCE_YOUR_CALM once a header block still open (HEADERS or PUSH_PROMISE without
-    END_HEADERS, then CONTINUATIONs) outgrows ``max_header_block`` bytes (§10.5.1).
+    END_HEADERS, then CONTINUATIONs) outgrows ``max_header_block`` bytes (§10.5.1). After it,
+    ``block_ends`` holds the offsets in ``data`` just past each frame that ends a header block
+    (its END_HEADERS frame, payload included), where the reader may cut ``data`` so that h2
+    decodes one block per call (see ``BodyLengthDecoder``).
     """
 
-    __slots__ = ("max_header_block", "skip", "head", "block")
+    __slots__ = ("max_header_block", "skip", "head", "block", "ends_block", "block_ends")
 
     def __init__(self, max_header_block: int, skip: int = len(PREFACE)) -> None:
         self.max_header_block = max_header_block
         self.skip = skip  # bytes to pass before the next frame header (the preface, a payload)
         self.head = b""  # the first bytes of a frame header split across reads
         self.block = -1  # bytes of the header block still open, -1 when none is
+        self.ends_block = False  # the frame being skipped ends a header block
+        self.block_ends: list[int] = []
 
     def scan(self, data: bytes) -> int:
         control, at, end = 0, 0, len(data)
+        self.block_ends = []
         while True:
             if self.skip:
                 step = min(self.skip, end - at)
@@ -237,6 +291,9 @@ class FrameScanner:
                 at += step
                 if self.skip:
                     return control
+            if self.ends_block:
+                self.ends_block = False
+                self.block_ends.append(at)
             need = 9 - len(self.head)
             if end - at < need:
                 self.head += data[at:]
@@ -246,14 +303,15 @@ class FrameScanner:
             length, kind, flags = int.from_bytes(head[:3], "big"), head[3], head[4]
             if length > MAX_FRAME_SIZE:
                 raise FrameRefused(ErrorCodes.FRAME_SIZE_ERROR, f"a frame of {length} bytes")
-            if kind == HEADERS or kind == PUSH_PROMISE:
-                self.block = -1 if flags & END_HEADERS else length
-            elif kind == CONTINUATION:
-                if self.block >= 0:
+            if kind == HEADERS or kind == PUSH_PROMISE or kind == CONTINUATION:
+                self.ends_block = bool(flags & END_HEADERS)
+                if kind != CONTINUATION:
+                    self.block = length
+                elif self.block >= 0:
                     self.block += length
                     if self.block > self.max_header_block:
                         raise FrameRefused(ErrorCodes.ENHANCE_YOUR_CALM, "header block too large")
-                if flags & END_HEADERS:
+                if self.ends_block:
                     self.block = -1
             elif kind != DATA:
                 control += 1
