@@ -32,10 +32,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import h2.config
 import h2.connection
+import h2.events
 import hpack
 from h2.errors import ErrorCodes
 from h2.settings import SettingCodes, Settings
@@ -164,6 +165,22 @@ def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
     return (431 if len(headers) > max_headers else 0), method, raw_path, query, headers
 
 
+def request_head(fields: Iterable[tuple[bytes, bytes]], taken: list[bytes], ended: bool,
+                 max_headers: int) -> tuple[int | None, tuple[int, str, bytes, bytes, Headers]]:
+    """A request's declared Content-Length and ``request_target`` of its fields, the
+    ``content-length`` values the ``BodyLengthDecoder`` took (``taken``) put back at the end;
+    ``ended``: HEADERS ended the stream. Raises ValueError for a malformed Content-Length
+    (``content_length``), a stream error."""
+    target = request_target([*fields, *((b"content-length", value) for value in taken)],
+                            max_headers)
+    return content_length(taken, ended), target
+
+
+def expects_continue(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Does a request ask for ``100 Continue`` before its body (RFC 9110 §10.1.1)?"""
+    return any(n == b"expect" and v.lower() == b"100-continue" for n, v in headers)
+
+
 def response_head(status: int, headers: Iterable[tuple[bytes, bytes]],
                   default_headers: Headers) -> Headers:
     """The HEADERS of a response: ``:status`` and the app's fields as ``http1.check_response``
@@ -187,6 +204,18 @@ def error_head(status: int, default_headers: Headers, length: int) -> Headers:
     """The HEADERS of a plain-text error response of ``length`` bytes."""
     return [(b":status", b"%d" % status), *default_headers,
             (b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"%d" % length)]
+
+
+def h2c_upgrade(scope: Scope) -> tuple[bytes, Scope] | None:
+    """An ``Upgrade: h2c`` request's decoded HTTP2-Settings and its scope as HTTP/2 sees it
+    (``http_version`` "2", no connection-specific fields: RFC 9113 §8.2.2), or None when it
+    may not be upgraded (``h2c_settings``). The scope is changed in place."""
+    settings = h2c_settings(scope)
+    if settings is None:
+        return None
+    scope["http_version"], scope["headers"] = "2", [
+        (n, v) for n, v in scope["headers"] if n not in CONNECTION_SPECIFIC]
+    return settings, scope
 
 
 def h2c_settings(scope: Scope) -> bytes | None:
@@ -216,8 +245,8 @@ class FloodBudget:
 
     ``spend(resets, control)`` counts streams the client reset (rapid reset: each one started
     an app for nothing) and control frames we must answer or process (every frame but
-    DATA, HEADERS and CONTINUATION, and empty DATA: the 2019 floods); it returns None while
-    within ``MAX_RESETS`` and ``MAX_CONTROL_FRAMES``, else the name of the attack. ``clock``
+    DATA, HEADERS and CONTINUATION, and empty DATA: the 2019 floods); past ``MAX_RESETS`` or
+    ``MAX_CONTROL_FRAMES`` it raises FrameRefused (ENHANCE_YOUR_CALM, the attack's name). ``clock``
     gives seconds (the event loop's ``time``). Compare with nghttp2's per-session flood
     counters and Go's ``http2.Server`` rapid-reset fix (CVE-2023-44487), which bound the same.
     """
@@ -228,15 +257,16 @@ class FloodBudget:
         self.clock = clock
         self.start, self.resets, self.control = clock(), 0, 0
 
-    def spend(self, resets: int = 0, control: int = 0) -> str | None:
+    def spend(self, resets: int = 0, control: int = 0) -> None:
         now = self.clock()
         if now - self.start >= FLOOD_INTERVAL:
             self.start, self.resets, self.control = now, 0, 0
         self.resets += resets
         self.control += control
         if self.resets > MAX_RESETS:
-            return "rapid reset"
-        return "control frame flood" if self.control > MAX_CONTROL_FRAMES else None
+            raise FrameRefused(ErrorCodes.ENHANCE_YOUR_CALM, "rapid reset")
+        if self.control > MAX_CONTROL_FRAMES:
+            raise FrameRefused(ErrorCodes.ENHANCE_YOUR_CALM, "control frame flood")
 
     def earn(self, control: int) -> None:
         """We sent ``control`` DATA frames: a reading client owes WINDOW_UPDATEs for them (one
@@ -246,8 +276,8 @@ class FloodBudget:
 
 
 class FrameRefused(Exception):
-    """A frame the ``FrameScanner`` refuses before h2 buffers it: ``code`` is the GOAWAY's
-    error code, ``reason`` what to log."""
+    """A frame refused before h2 buffers it (``FrameScanner``) or past a ``FloodBudget``: the
+    connection ends with GOAWAY ``code``; ``reason`` is what to log."""
 
     def __init__(self, code: ErrorCodes, reason: str) -> None:
         super().__init__(reason)
@@ -316,6 +346,45 @@ class FrameScanner:
             elif kind != DATA:
                 control += 1
             self.skip = length
+
+
+def receive(conn: h2.connection.H2Connection, scanner: FrameScanner, budget: FloodBudget,
+            data: bytes) -> Iterator[h2.events.Event]:
+    """h2's events for ``data``, the connection's next bytes: their frame headers scanned
+    first (raises FrameRefused: a frame too large, a header block too long, a flood), then
+    fed to h2 cut after each header block, so the ``BodyLengthDecoder``'s ``taken`` is the
+    request's while its RequestReceived is handled. Raises h2's ProtocolError for a connection
+    error (h2 has queued its GOAWAY)."""
+    budget.spend(0, scanner.scan(data))
+    start = 0
+    for end in (*scanner.block_ends, len(data)):
+        if end > start:
+            yield from conn.receive_data(data[start:end])
+        start = end
+
+
+def send_data(conn: h2.connection.H2Connection, stream_id: int, body: memoryview,
+              end: bool) -> tuple[memoryview, int]:
+    """Frame as much of ``body`` as stream ``stream_id``'s window, the connection's and
+    MAX_FRAME_SIZE allow (RFC 9113 §5.2, §6.9), END_STREAM on the last frame if ``end``
+    (an empty ``body`` too); the bytes that must wait for credit, and the DATA frames made."""
+    frames = 0
+    while body or (end and not frames):
+        size = min(len(body), conn.local_flow_control_window(stream_id),
+                   conn.max_outbound_frame_size)
+        if size <= 0 and body:
+            break
+        conn.send_data(stream_id, body[:size], end_stream=end and size == len(body))
+        body, frames = body[size:], frames + 1
+    return body, frames
+
+
+def send_error(conn: h2.connection.H2Connection, stream_id: int, status: int,
+               default_headers: Headers) -> None:
+    """Frame a plain-text ``status`` response (its reason phrase as body) on a stream."""
+    body = http1.reason(status) or b"Error"
+    conn.send_headers(stream_id, error_head(status, default_headers, len(body)))
+    conn.send_data(stream_id, body, end_stream=True)
 
 
 def goaway(last_stream_id: int, error_code: ErrorCodes = ErrorCodes.NO_ERROR) -> bytes:
