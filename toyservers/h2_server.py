@@ -39,7 +39,7 @@ import h2.events
 import h2.exceptions
 from h2.errors import ErrorCodes
 
-from toyservers import access_log, asgi, http1, http2
+from toyservers import access_log, asgi, http2
 from toyservers._server import run_server, serve_protocol
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
@@ -316,12 +316,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         super().__init__(protocol, scope, expect_100)
         self.conn, self.stream_id = protocol.conn, stream_id
         self.credit = 0  # bytes of body received, not yet granted back (WINDOW_UPDATE)
-        self.body_size = self.status = 0
+        self.body_size = 0
         self.content_length: int | None = None  # the request's, DATA is checked against
-        self.head: Headers | None = None  # checked response fields, sent with the first body
-        self.body_sent = False  # the last http.response.body went out
-        self.trailers = False  # the app said it sends http.response.trailers
-        self.trailer_fields: Headers = []  # what it sent of them so far
+        self.response = http2.Response(scope["method"])
         self.window: asyncio.Future[None] | None = None  # send() waiting for credit
 
     @classmethod
@@ -389,38 +386,28 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if not self.response_started:
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            self.status = message["status"]
-            self.head = http2.response_head(self.status, message.get("headers", ()),
-                                            protocol.state.default_headers)
-            self.trailers = bool(message.get("trailers", False))
+            self.response.start(message, protocol.state.default_headers)
             self.response_started = True
             if protocol.access_log:
-                log_access(protocol.client, self.scope, self.status)
+                log_access(protocol.client, self.scope, message["status"])
         elif self.response_complete:
             raise RuntimeError(f"unexpected {kind!r} after the response")
-        elif kind == "http.response.body" and not self.body_sent:
-            await self.send_body(message.get("body", b""), message.get("more_body", False))
-        elif kind == "http.response.trailers" and self.trailers and self.body_sent:
-            self.trailer_fields += http2.trailer_fields(message.get("headers", ()))
-            if not message.get("more_trailers", False):  # ASGI: trailers may come in parts
-                self.conn.send_headers(self.stream_id, self.trailer_fields, end_stream=True)
+        elif kind == "http.response.body":
+            await self.send_body(*self.response.body(message))
+        elif kind == "http.response.trailers":  # ASGI: trailers may come in parts
+            if (fields := self.response.trailer(message)) is not None:
+                self.conn.send_headers(self.stream_id, fields, end_stream=True)
                 self.complete()
         else:
             raise RuntimeError(f"unexpected {kind!r} in the response")
     # --8<-- [end:send]
 
-    async def send_body(self, body: bytes, more_body: bool) -> None:
-        """The HEADERS frame first (on the first body), then DATA frames within the client's
-        windows (``http2.send_data``), waiting while a window is shut (RFC 9113 §6.9)."""
-        if type(body) is not bytes:
-            raise http1.ResponseError(f"response body must be bytes, not {type(body).__name__}")
-        if self.scope["method"] == "HEAD" or self.status in (204, 304):
-            body = b""  # RFC 9110 §6.4.1: no content
-        end = not more_body and not self.trailers  # END_STREAM on the last frame
-        self.body_sent = not more_body
-        if self.head is not None:  # the first body message: the head goes first
-            self.conn.send_headers(self.stream_id, self.head, end_stream=end and not body)
-            self.head = None
+    async def send_body(self, head: Headers | None, body: bytes, end: bool) -> None:
+        """The HEADERS frame first (``head``, on the first body), then DATA frames within the
+        client's windows (``http2.send_data``), waiting while a window is shut (RFC 9113
+        §6.9); END_STREAM on the last frame if ``end``."""
+        if head is not None:
+            self.conn.send_headers(self.stream_id, head, end_stream=end and not body)
             if end and not body:
                 return self.complete()
         rest = memoryview(body)
@@ -481,11 +468,11 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         protocol = self.protocol
         if self.response_complete or protocol.transport.is_closing():
             return
-        if self.response_started and self.head is None:  # the head is out already
+        if self.response_started and self.response.head is None:  # the head is out already
             return self.reset(ErrorCodes.INTERNAL_ERROR)
         if protocol.access_log and not self.response_started:
             log_access(protocol.client, self.scope, status)
-        self.response_started, self.head = True, None
+        self.response_started, self.response.head = True, None
         with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
             http2.send_error(self.conn, self.stream_id, status, protocol.state.default_headers)
         self.complete()

@@ -43,7 +43,7 @@ from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
 from toyservers import http1
-from toyservers._types import Headers, Scope
+from toyservers._types import Headers, Message, Scope
 
 PREFACE = http1.H2_PREFACE_BYTES  # RFC 9113 §3.4, the client's first 24 bytes
 SWITCHING = b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n"
@@ -192,6 +192,49 @@ def response_head(status: int, headers: Iterable[tuple[bytes, bytes]],
                                  default_headers).lines  # name, b": ", value, b"\r\n" each
     return [(b":status", b"%d" % status), *((b"trailer", v) for _, v in trailer),
             *zip(lines[::4], lines[2::4], strict=True)]
+
+
+class Response:
+    """One stream's response as the app's ASGI messages build it (ASGI HTTP spec 2.4 and its
+    HTTP Trailers extension), sans I/O: ``start`` turns ``http.response.start`` into the
+    HEADERS fields (``head``, held until the first body frames it), ``body`` says what an
+    ``http.response.body`` frames, ``trailer`` gathers ``http.response.trailers``. Raises
+    RuntimeError for a message out of order, http1.ResponseError for a field or body the
+    response may not carry."""
+
+    __slots__ = ("no_content", "status", "head", "trailers", "trailer_fields", "body_sent")
+
+    def __init__(self, method: str) -> None:
+        self.no_content = method == "HEAD"  # RFC 9110 §9.3.2: the head only
+        self.status = 0
+        self.head: Headers | None = None  # checked fields, until the first body frames them
+        self.trailers = False  # the app said it sends http.response.trailers
+        self.trailer_fields: Headers = []  # what it sent of them so far
+        self.body_sent = False  # the last http.response.body went out
+
+    def start(self, message: Message, default_headers: Headers) -> None:
+        self.status = message["status"]
+        self.head = response_head(self.status, message.get("headers", ()), default_headers)
+        self.trailers = bool(message.get("trailers", False))
+        self.no_content = self.no_content or self.status in (204, 304)  # RFC 9110 §6.4.1
+
+    def body(self, message: Message) -> tuple[Headers | None, bytes, bool]:
+        """``(head to frame first or None, body bytes, END_STREAM after them)``."""
+        body, more_body = message.get("body", b""), message.get("more_body", False)
+        if self.body_sent:
+            raise RuntimeError("unexpected 'http.response.body' after the last one")
+        if type(body) is not bytes:
+            raise http1.ResponseError(f"response body must be bytes, not {type(body).__name__}")
+        self.body_sent = not more_body
+        head, self.head = self.head, None
+        return head, b"" if self.no_content else body, not more_body and not self.trailers
+
+    def trailer(self, message: Message) -> Headers | None:
+        """The trailer fields once the last ``http.response.trailers`` came, else None."""
+        if not (self.trailers and self.body_sent):
+            raise RuntimeError("unexpected 'http.response.trailers' in the response")
+        self.trailer_fields += trailer_fields(message.get("headers", ()))
+        return None if message.get("more_trailers", False) else self.trailer_fields
 
 
 def trailer_fields(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
