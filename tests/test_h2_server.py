@@ -584,6 +584,40 @@ def test_a_bad_path_is_400_on_its_stream_alone(loop: FakeClockLoop) -> None:
     assert [scope["path"] for scope in app.scopes] == ["/fine"]
 
 
+@pytest.mark.parametrize(("length", "body"), [
+    (b"10", b"hello"), (b"3", b"hello"), (b"abc", b"hello"), (b"5", None), (b"-5", None),
+    (b"+5", b"hello"), (b"5, 5", b"hello"), (b"", b"")])
+def test_a_bad_content_length_resets_its_stream_alone(loop: FakeClockLoop, length: bytes,
+                                                      body: bytes | None) -> None:
+    """RFC 9113 §8.1.1: a Content-Length that is no number, or is not the sum of the DATA
+    payloads (none when HEADERS ends the stream), makes the request malformed, a stream error
+    (RST_STREAM PROTOCOL_ERROR); the request in flight beside it, in the same read, and one
+    after it are answered, with the bodies their Content-Length announced."""
+    bodies: dict[str, bytes] = {}
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        bodies[scope["path"]] = b""
+        while (message := await receive())["type"] == "http.request":
+            bodies[scope["path"]] += message["body"]
+            if not message["more_body"]:
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+    h = H2Harness(loop, app)
+    good = h.request(b"/good", method=b"POST", body=b"part", end=False,
+                     headers=[(b"content-length", b"9")])
+    bad = h.request(b"/bad", method=b"POST", body=body, headers=[(b"content-length", length)])
+    h.client.send_data(good, b"-rest", end_stream=True)
+    h.pump()
+    after = h.request(b"/after", method=b"POST", body=b"", headers=[(b"content-length", b"0")])
+    h.pump()
+    assert [e.error_code for e in h.of(h2.events.StreamReset, bad)] == [ErrorCodes.PROTOCOL_ERROR]
+    assert not h.goaways and not h.transport.closed
+    assert [h.response(sid)[0] for sid in (good, after)] == [200, 200]
+    assert (bodies["/good"], bodies["/after"]) == (b"part-rest", b"")
+    assert h.response(bad)[0] == 0 and not h.protocol.streams and not h.state.tasks
+
+
 def test_a_stream_at_a_shut_window_is_reset_after_timeout_body(loop: FakeClockLoop) -> None:
     """A client that grants no credit holds a stream, its app and its message: after
     timeout_body seconds without a WINDOW_UPDATE the stream is reset (CANCEL) and the app's
@@ -732,6 +766,36 @@ def test_an_invalid_preface_is_closed_unanswered(loop: FakeClockLoop) -> None:
     h.send_bytes(b"INVALID CONNECTION PREFACE\r\n\r\n")
     h.spin()
     assert h.transport.closed and h.transport.take() == b""
+
+
+def test_the_scanner_marks_where_each_header_block_ends() -> None:
+    """``block_ends``: the offsets just past each END_HEADERS frame, its payload included, in
+    the read where that payload ends, so h2 can be fed one header block per call."""
+    headers = HeadersFrame(1, b"abc", flags=["END_HEADERS"]).serialize()
+    first = HeadersFrame(3, b"ab").serialize()
+    last = ContinuationFrame(3, b"cd", flags=["END_HEADERS"]).serialize()
+    data = PingFrame(0).serialize() + headers + first + last + headers
+    scanner = http2.FrameScanner(1000, skip=0)
+    assert scanner.scan(data) == 1
+    ends = [len(PingFrame(0).serialize()) + len(headers)]
+    ends += [ends[0] + len(first) + len(last), len(data)]
+    assert scanner.block_ends == ends
+    scanner = http2.FrameScanner(1000, skip=0)
+    assert (scanner.scan(headers[:-1]), scanner.block_ends) == (0, [])
+    assert (scanner.scan(headers[-1:]), scanner.block_ends) == (0, [1])
+
+
+@pytest.mark.parametrize(("values", "ended", "length"), [
+    ([], False, None), ([b"5"], False, 5), ([b"5", b"05"], False, 5), ([b"0"], True, 0),
+    ([b"5"], True, ValueError), ([b"5", b"6"], False, ValueError), ([b"5, 5"], False, ValueError),
+    ([b"-1"], False, ValueError), ([b""], False, ValueError), ([b"\xd9\xa5"], False, ValueError)])
+def test_content_length_rule(values: list[bytes], ended: bool, length: Any) -> None:
+    """RFC 9110 §8.6: 1*DIGIT, one value; RFC 9113 §8.1.1: 0 when HEADERS ends the stream."""
+    if length is ValueError:
+        with pytest.raises(ValueError):
+            http2.content_length(values, ended)
+    else:
+        assert http2.content_length(values, ended) == length
 
 
 def test_request_target_takes_the_pseudo_header_fields_out() -> None:

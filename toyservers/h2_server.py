@@ -8,17 +8,14 @@ scope with its own ``RequestResponseCycle`` and Task. One port, three ways in: o
 picks ``h2`` or HTTP/1.1; over cleartext a connection starts on toy-httptools' protocol
 (``HTTP1Protocol``), which hands it over when its first bytes are the HTTP/2 preface (prior
 knowledge: llhttp spots it, so HTTP/1.1 pays nothing) or a request asks ``Upgrade: h2c``.
+What h2 leaves to a server (request checks, the h2c upgrade, the abuse budgets, DATA within
+the windows) is sans-IO, in ``toyservers/http2.py``; this module is the I/O around it.
 
-Flow control is credit: the client may send the body we granted (its window); we grant more
-(WINDOW_UPDATE) only as the app's ``receive()`` takes body, so a slow app holds the client
-back. ``send()`` sends no more than the client granted us and waits for its WINDOW_UPDATE.
-
-Attacks, and their bounds: rapid reset (CVE-2023-44487), floods of control frames (all but
-DATA, HEADERS, CONTINUATION) and empty DATA (CVE-2019-9512/9513/9515/9518): a
-``http2.FloodBudget``, and h2 fed ``MAX_FEED`` bytes per loop turn; a client reading none
-of our answers (9511/9514/9517): we stop reading while our write buffer is full, a ``send()``
-holds one message; HPACK bombs, CONTINUATION floods: ``max_header_size``; streams at once:
-``MAX_CONCURRENT_STREAMS``. Past a budget: GOAWAY ENHANCE_YOUR_CALM, then close.
+Flow control is credit: we grant the client more (WINDOW_UPDATE) only as the app's
+``receive()`` takes body, so a slow app holds the client back; ``send()`` waits for the
+client's. Attacks (http2.py's docstring lists them, with their bounds) end the connection
+with GOAWAY ENHANCE_YOUR_CALM; besides, h2 gets ``MAX_FEED`` bytes per loop turn and we stop
+reading while our write buffer is full. A malformed request ends its own stream alone.
 
 Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
 its job), priorities (RFC 9113 §5.3.2 deprecates them), request trailers (dropped), CONNECT
@@ -42,7 +39,7 @@ import h2.events
 import h2.exceptions
 from h2.errors import ErrorCodes
 
-from toyservers import access_log, asgi, http1, http2
+from toyservers import access_log, asgi, http2
 from toyservers._server import run_server, serve_protocol
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit, http_scope, log_access
@@ -69,10 +66,11 @@ class H2Protocol(HTTPProtocol):
     def __init__(self, state: ServerState, upgrade: tuple[bytes, Scope] | None = None) -> None:
         super().__init__(state)
         self.upgrade = upgrade  # after Upgrade: h2c, its HTTP2-Settings and request scope
-        self.conn = http2.connection(self.config.max_header_size)
+        self.conn, self.decoder = http2.connection(self.config.max_header_size)
         self.streams: dict[int, RequestResponseCycle] = {}
         self.access_log = access_log.enabled(self.config)
         self.closing = False  # GOAWAY sent: streams in flight finish, new ones are refused
+        self.closed = False  # close() called: the events still in hand are dropped
         self.budget = http2.FloodBudget(self.loop.time)
         self.scanner = http2.FrameScanner(self.config.max_header_size)
         self.held, self.held_at = b"", 0  # bytes read, h2 has those before held_at
@@ -81,17 +79,15 @@ class H2Protocol(HTTPProtocol):
         """Send our SETTINGS (RFC 9113 §3.4); after ``Upgrade: h2c``, first the 101, and the
         upgrade request becomes stream 1 (``upgrade``: its HTTP2-Settings and scope)."""
         super().connection_made(transport)
-        upgrade = self.upgrade
-        if upgrade is None:
+        if self.upgrade is None:
             self.conn.initiate_connection()
         else:
-            settings, scope = upgrade
             try:
-                self.conn.initiate_upgrade_connection(base64.urlsafe_b64encode(settings))
+                self.conn.initiate_upgrade_connection(base64.urlsafe_b64encode(self.upgrade[0]))
             except h2.exceptions.ProtocolError:  # a setting out of range (RFC 9113 §6.5.2)
                 return self.transport.close()
             self.transport.write(http2.SWITCHING)
-            RequestResponseCycle.open(self, 1, scope, more_body=False)
+            RequestResponseCycle.open(self, 1, self.upgrade[1], more_body=False)
         http2.stop_enforcing_stream_limit(self.conn)  # on_request refuses streams past it
         self.flush()
 
@@ -115,37 +111,35 @@ class H2Protocol(HTTPProtocol):
             self.loop.call_soon(self.feed)
         elif not self.flow.write_paused:
             self.flow.resume_reading()
-        try:
-            if not self.spend(0, self.scanner.scan(data)):
-                return
-            events = self.conn.receive_data(data)
+        try:  # FrameRefused: a frame refused by its header, or past the FloodBudget
+            for event in http2.receive(self.conn, self.scanner, self.budget, data):
+                kind = type(event)
+                if kind is h2.events.DataReceived:
+                    self.on_data(event)  # type: ignore[arg-type]
+                elif kind is h2.events.RequestReceived:
+                    self.on_request(event)  # type: ignore[arg-type]
+                elif kind is h2.events.StreamEnded:
+                    if cycle := self.streams.get(event.stream_id):  # type: ignore[attr-defined]
+                        cycle.on_end()
+                elif kind is h2.events.WindowUpdated or kind is h2.events.RemoteSettingsChanged:
+                    # Credit for one stream, or for all (stream 0, or a new initial window size)
+                    sid = getattr(event, "stream_id", 0)
+                    for cycle in [self.streams[sid]] if sid in self.streams else \
+                            self.streams.values():
+                        cycle.wake_sender()
+                elif kind is h2.events.StreamReset:
+                    self.on_reset(event.stream_id)  # type: ignore[attr-defined]
+                elif kind is h2.events.ConnectionTerminated:  # the client's GOAWAY: h2 sends
+                    self.close()  # no frames after it, so nothing in flight can finish
+                if self.closed:
+                    return
         except http2.FrameRefused as exc:
-            return self.calm(exc.reason, exc.code)
+            logger.warning("closing HTTP/2 connection from %s: %s", self.client, exc.reason)
+            self.conn.close_connection(exc.code)
+            return self.close()
         except h2.exceptions.ProtocolError as exc:  # h2 queued a GOAWAY with the error code
             logger.debug("HTTP/2 connection error from %s: %s", self.client, exc)
             return self.close()
-        for event in events:
-            kind = type(event)
-            if kind is h2.events.DataReceived:
-                self.on_data(event)  # type: ignore[arg-type]
-            elif kind is h2.events.RequestReceived:
-                self.on_request(event)  # type: ignore[arg-type]
-            elif kind is h2.events.StreamEnded:
-                if cycle := self.streams.get(event.stream_id):  # type: ignore[attr-defined]
-                    cycle.more_body = False
-                    cycle.wake()
-            elif kind is h2.events.WindowUpdated or kind is h2.events.RemoteSettingsChanged:
-                # Credit for one stream, or for all (stream 0, or a new initial window size)
-                sid = getattr(event, "stream_id", 0)
-                for cycle in [self.streams[sid]] if sid in self.streams else self.streams.values():
-                    cycle.wake_sender()
-            elif kind is h2.events.StreamReset:
-                if not self.on_reset(event.stream_id):  # type: ignore[attr-defined]
-                    return
-            elif kind is h2.events.ConnectionTerminated:  # the client's GOAWAY: h2 sends no
-                return self.close()  # more frames after it, so nothing in flight can finish
-            if self.transport.is_closing():
-                return
         self.flush()
     # --8<-- [end:data_received]
 
@@ -158,6 +152,7 @@ class H2Protocol(HTTPProtocol):
         """Write what h2 queued (a GOAWAY) and close in stages (``lingering_close``): a client
         still sending reads our GOAWAY, not a reset. Apps still running see http.disconnect."""
         self.flush()
+        self.closed = True
         self.deadline.close()
         self.drop()
         self.lingering_close()
@@ -181,57 +176,57 @@ class H2Protocol(HTTPProtocol):
         if self.held_at == len(self.held):  # else feed() resumes once the held bytes are in
             self.flow.resume_reading()
 
-    def spend(self, resets: int = 0, control: int = 0) -> bool:
-        """Count against the FloodBudget; past it, GOAWAY ENHANCE_YOUR_CALM and False."""
-        if reason := self.budget.spend(resets, control):
-            self.calm(reason)
-        return reason is None
-
-    def calm(self, reason: str, code: ErrorCodes = ErrorCodes.ENHANCE_YOUR_CALM) -> None:
-        logger.warning("closing HTTP/2 connection from %s: %s", self.client, reason)
-        self.conn.close_connection(code)
-        self.close()
-
     def on_request(self, event: h2.events.RequestReceived) -> None:
-        """Check a request's pseudo-header fields, build its scope, and start its app; a stream
-        past the limit is refused alone (RFC 9113 §5.1.2), counted as a reset."""
-        sid = event.stream_id
+        """Check a request, build its scope, and start its app. A stream past the limit is
+        refused, a malformed one reset (RFC 9113 §5.1.2, §8.1.1), each on its own."""
+        sid, ended = event.stream_id, event.stream_ended is not None
         if self.closing or len(self.streams) >= http2.MAX_CONCURRENT_STREAMS:
-            self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)  # §6.8: none after GOAWAY
-            self.spend(1, 0)
-            return
-        status, method, raw_path, query, headers = http2.request_target(
-            event.headers or (), self.config.max_headers)  # pseudo-header fields taken out
+            return self.reset(sid, ErrorCodes.REFUSED_STREAM)  # §6.8: none after GOAWAY
+        try:
+            length, (status, method, raw_path, query, headers) = http2.request_head(
+                event.headers or (), self.decoder.taken, ended, self.config.max_headers)
+        except ValueError:
+            return self.reset(sid, ErrorCodes.PROTOCOL_ERROR)
         scope = http_scope(self, method, "2", raw_path, query, headers)
         if not status and at_concurrency_limit(self.state):
             status = 503  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
-        cycle = RequestResponseCycle.open(self, sid, scope, event.stream_ended is None,
-                                          run=not status)
+        cycle = RequestResponseCycle.open(self, sid, scope, not ended, run=not status)
+        cycle.content_length = length
         if status:
             cycle.send_error(status)
 
     def on_data(self, event: h2.events.DataReceived) -> None:
         """Body for a stream's app; the credit goes back as the app takes it."""
         sid, data, length = event.stream_id, event.data or b"", event.flow_controlled_length or 0
-        if not data and not event.stream_ended and not self.spend(0, 1):
-            return  # an empty DATA frame flood (CVE-2019-9518)
+        if not data and not event.stream_ended:
+            self.budget.spend(0, 1)  # an empty DATA frame flood (CVE-2019-9518)
         cycle = self.streams.get(sid)
         if cycle is not None and not (cycle.response_complete or cycle.disconnected):
             cycle.body_size += len(data)
-            if self.config.max_body_size is None or cycle.body_size <= self.config.max_body_size:
+            limit = self.config.max_body_size
+            if cycle.content_length is not None and cycle.body_size > cycle.content_length:
+                cycle.malformed()  # more than it declared
+            elif limit is not None and cycle.body_size > limit:
+                cycle.send_error(413)  # RFC 9110 §15.5.14
+            else:
                 cycle.body += data
                 cycle.credit += length
                 self.deadline.set("body", self.config.timeout_body)  # moved on by each DATA
                 return cycle.wake()
-            cycle.send_error(413)  # RFC 9110 §15.5.14
         self.conn.acknowledge_received_data(length, sid)  # nobody will read it
 
-    def on_reset(self, sid: int) -> bool:
+    def on_reset(self, sid: int) -> None:
         """The client reset a stream: its app sees ``http.disconnect``; budgeted (rapid reset)."""
         if cycle := self.streams.pop(sid, None):
             cycle.disconnect()
         self.stream_done()
-        return self.spend(1, 0)
+        self.budget.spend(1, 0)
+
+    def reset(self, sid: int, code: ErrorCodes) -> None:
+        """Refuse a stream whose app never ran with RST_STREAM ``code`` (a stream error, RFC
+        9113 §5.4.2); budgeted as a reset: each costs us a frame and the client nothing."""
+        self.conn.reset_stream(sid, code)
+        self.budget.spend(1, 0)
 
     def stream_done(self) -> None:
         """After a stream: with none left, close if shutting down, else start the idle deadline."""
@@ -286,15 +281,9 @@ class HTTP1ToH2Protocol(HttpToolsProtocol):
         9113 §3.3: h2c is cleartext only; the h2c-smuggling pattern)."""
         if self.scheme == "https":
             return False
-        upgrade = None
-        if scope is not None:
-            settings = http2.h2c_settings(scope)
-            if settings is None:
-                return False
-            # the request, as HTTP/2 sees it (RFC 9113 §8.2.2)
-            scope["http_version"], scope["headers"] = "2", [
-                (n, v) for n, v in scope["headers"] if n not in http2.CONNECTION_SPECIFIC]
-            upgrade = (settings, scope)
+        upgrade = None if scope is None else http2.h2c_upgrade(scope)  # HTTP2-Settings, scope
+        if scope is not None and upgrade is None:
+            return False
         self.stop_reading()
         self.switch_protocol(H2Protocol(self.state, upgrade), data)
         return True
@@ -327,11 +316,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         super().__init__(protocol, scope, expect_100)
         self.conn, self.stream_id = protocol.conn, stream_id
         self.credit = 0  # bytes of body received, not yet granted back (WINDOW_UPDATE)
-        self.body_size = self.status = 0
-        self.head: Headers | None = None  # checked response fields, sent with the first body
-        self.body_sent = False  # the last http.response.body went out
-        self.trailers = False  # the app said it sends http.response.trailers
-        self.trailer_fields: Headers = []  # what it sent of them so far
+        self.body_size = 0
+        self.content_length: int | None = None  # the request's, DATA is checked against
+        self.response = http2.Response(scope["method"])
         self.window: asyncio.Future[None] | None = None  # send() waiting for credit
 
     @classmethod
@@ -339,14 +326,26 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
              run: bool = True) -> RequestResponseCycle:
         """Register stream ``sid``'s cycle (trailers offered) and start its app if ``run``."""
         scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
-        expect = any(n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"])
-        protocol.streams[sid] = cycle = cls(protocol, scope, sid, expect and more_body)
+        expect = more_body and http2.expects_continue(scope["headers"])
+        protocol.streams[sid] = cycle = cls(protocol, scope, sid, expect)
         cycle.more_body = more_body
         if more_body or protocol.deadline.kind == "idle":  # no longer idle; see on_timeout
             protocol.deadline.set("body", protocol.config.timeout_body)
         if run:
             cycle.start_task(protocol.app)
         return cycle
+
+    def on_end(self) -> None:
+        """The client ended the stream: the body is whole, unless it is short of its
+        Content-Length (RFC 9113 §8.1.1: malformed, RST_STREAM PROTOCOL_ERROR)."""
+        self.more_body = False
+        if self.content_length not in (None, self.body_size):
+            self.malformed()
+        self.wake()
+
+    def malformed(self) -> None:  # RFC 9113 §8.1.1: a stream error; budgeted as a reset
+        self.reset(ErrorCodes.PROTOCOL_ERROR)
+        self.protocol.budget.spend(1, 0)
 
     def wake_sender(self) -> None:
         if self.window is not None and not self.window.done():
@@ -387,55 +386,39 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if not self.response_started:
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
-            self.status = message["status"]
-            self.head = http2.response_head(self.status, message.get("headers", ()),
-                                            protocol.state.default_headers)
-            self.trailers = bool(message.get("trailers", False))
+            self.response.start(message, protocol.state.default_headers)
             self.response_started = True
             if protocol.access_log:
-                log_access(protocol.client, self.scope, self.status)
+                log_access(protocol.client, self.scope, message["status"])
         elif self.response_complete:
             raise RuntimeError(f"unexpected {kind!r} after the response")
-        elif kind == "http.response.body" and not self.body_sent:
-            await self.send_body(message.get("body", b""), message.get("more_body", False))
-        elif kind == "http.response.trailers" and self.trailers and self.body_sent:
-            self.trailer_fields += http2.trailer_fields(message.get("headers", ()))
-            if not message.get("more_trailers", False):  # ASGI: trailers may come in parts
-                self.conn.send_headers(self.stream_id, self.trailer_fields, end_stream=True)
+        elif kind == "http.response.body":
+            await self.send_body(*self.response.body(message))
+        elif kind == "http.response.trailers":  # ASGI: trailers may come in parts
+            if (fields := self.response.trailer(message)) is not None:
+                self.conn.send_headers(self.stream_id, fields, end_stream=True)
                 self.complete()
         else:
             raise RuntimeError(f"unexpected {kind!r} in the response")
     # --8<-- [end:send]
 
-    async def send_body(self, body: bytes, more_body: bool) -> None:
-        """The HEADERS frame first (on the first body), then DATA frames within the client's
-        windows and MAX_FRAME_SIZE, waiting while a window is shut (RFC 9113 §5.2, §6.9)."""
-        if type(body) is not bytes:
-            raise http1.ResponseError(f"response body must be bytes, not {type(body).__name__}")
-        conn, sid = self.conn, self.stream_id
-        if self.scope["method"] == "HEAD" or self.status in (204, 304):
-            body = b""  # RFC 9110 §6.4.1: no content
-        end = not more_body and not self.trailers  # END_STREAM on the last frame
-        self.body_sent = not more_body
-        if self.head is not None:  # the first body message: the head goes first
-            conn.send_headers(sid, self.head, end_stream=end and not body)
-            self.head = None
+    async def send_body(self, head: Headers | None, body: bytes, end: bool) -> None:
+        """The HEADERS frame first (``head``, on the first body), then DATA frames within the
+        client's windows (``http2.send_data``), waiting while a window is shut (RFC 9113
+        §6.9); END_STREAM on the last frame if ``end``."""
+        if head is not None:
+            self.conn.send_headers(self.stream_id, head, end_stream=end and not body)
             if end and not body:
                 return self.complete()
-        view = memoryview(body)
-        while view or (end and not body):
-            if self.disconnected:
-                raise ClientDisconnected
-            size = min(len(view), conn.local_flow_control_window(sid),
-                       conn.max_outbound_frame_size)
-            if size <= 0 and view:  # shut: wait for the client's WINDOW_UPDATE
-                await self.wait_for_window()
-                continue
-            conn.send_data(sid, view[:size], end_stream=end and size == len(view))
-            self.protocol.budget.earn(2)  # the WINDOW_UPDATEs a reader sends back for it
-            view = view[size:]
-            if not view:
+        rest = memoryview(body)
+        while not self.disconnected:
+            rest, frames = http2.send_data(self.conn, self.stream_id, rest, end)
+            self.protocol.budget.earn(2 * frames)  # the WINDOW_UPDATEs a reader owes for them
+            if not rest:
                 break
+            await self.wait_for_window()
+        if self.disconnected:
+            raise ClientDisconnected
         if end:
             self.complete()
         else:
@@ -451,25 +434,28 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         try:
             await asyncio.wait_for(asyncio.shield(self.window), self.protocol.config.timeout_body)
         except TimeoutError:
-            with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
-                self.conn.reset_stream(self.stream_id, ErrorCodes.CANCEL)
-            self.disconnect()
-            self.complete()
+            self.reset(ErrorCodes.CANCEL)
         self.window = None
+
+    def reset(self, code: ErrorCodes) -> None:
+        """End the stream with RST_STREAM ``code`` (RFC 9113 §5.4.2: the connection goes on):
+        the app sees http.disconnect and its send() raises ClientDisconnected."""
+        with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
+            self.conn.reset_stream(self.stream_id, code)
+        self.disconnect()
+        self.complete()
 
     def complete(self) -> None:
         """The response is out: end the stream's cycle; a request body still coming is
         refused with RST_STREAM NO_ERROR (RFC 9113 §8.1), its credit returned."""
         self.response_complete = True
         protocol = self.protocol
-        try:
+        with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
             if self.more_body and not self.disconnected:
-                protocol.conn.reset_stream(self.stream_id, ErrorCodes.NO_ERROR)
+                self.conn.reset_stream(self.stream_id, ErrorCodes.NO_ERROR)
             if self.credit:
-                protocol.conn.acknowledge_received_data(self.credit, self.stream_id)
-                self.credit = 0
-        except h2.exceptions.ProtocolError:
-            pass  # the stream is gone already
+                self.conn.acknowledge_received_data(self.credit, self.stream_id)
+        self.credit = 0
         protocol.flush()
         self.wake()
         if protocol.streams.get(self.stream_id) is self:
@@ -482,19 +468,13 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         protocol = self.protocol
         if self.response_complete or protocol.transport.is_closing():
             return
-        try:
-            if not self.response_started or self.head is not None:  # nothing framed yet
-                body = http1.reason(status) or b"Error"
-                if protocol.access_log and not self.response_started:
-                    log_access(protocol.client, self.scope, status)
-                self.response_started, self.head = True, None
-                self.conn.send_headers(self.stream_id, http2.error_head(
-                    status, protocol.state.default_headers, len(body)))
-                self.conn.send_data(self.stream_id, body, end_stream=True)
-            else:
-                self.conn.reset_stream(self.stream_id, ErrorCodes.INTERNAL_ERROR)
-        except h2.exceptions.ProtocolError:
-            pass  # the stream is closed already
+        if self.response_started and self.response.head is None:  # the head is out already
+            return self.reset(ErrorCodes.INTERNAL_ERROR)
+        if protocol.access_log and not self.response_started:
+            log_access(protocol.client, self.scope, status)
+        self.response_started, self.response.head = True, None
+        with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
+            http2.send_error(self.conn, self.stream_id, status, protocol.state.default_headers)
         self.complete()
         self.disconnect()  # the app, if running, sees http.disconnect
 
