@@ -181,10 +181,14 @@ class AnyioProtocol(StreamProtocol):
         self.resume_reading()
 
     # --- ASGI interface ---------------------------------------------------------------------------
-    # The shared cycle's hooks (toyservers.http1_cycle), as toy-h11's; the cycle below only
-    # awaits its writes.
+    # The shared cycle's hooks (toyservers.http1_cycle), as toy-h11's; its send() writes into
+    # the outbox, and the cycle below awaits the write.
 
     def on_response_complete(self) -> None:
+        """Nothing yet: the response's last bytes are still in the outbox. The cycle's ``send``
+        calls ``after_response`` once they are written (closing first would lose them)."""
+
+    def after_response(self) -> None:
         """Close, start the next cycle, or read and drop the rest of an unread body."""
         cycle = self.cycle
         assert cycle is not None
@@ -202,9 +206,8 @@ class AnyioProtocol(StreamProtocol):
 
 
 class RequestResponseCycle(HTTP1Cycle):
-    """One request, run in its connection's task group: the shared HTTP/1 cycle, its
-    ``frame`` and ``receive``, with the writes awaited and ``receive`` waiting on an anyio
-    Event."""
+    """One request, run in its connection's task group: the shared HTTP/1 cycle, its ``send``
+    and ``receive``, with the writes awaited and ``receive`` waiting on an anyio Event."""
 
     __slots__ = ("waker", "pending")
     protocol: AnyioProtocol  # type: ignore[assignment]
@@ -246,15 +249,15 @@ class RequestResponseCycle(HTTP1Cycle):
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:
-        """Write what ``frame`` makes of ``message``; awaiting the write is the backpressure.
-        Raises ClientDisconnected once the client is gone, and what ``frame`` raises."""
-        if self.disconnected:
-            raise ClientDisconnected("the client has disconnected")
-        data = self.frame(message)
+        """The shared ``send``, into the protocol's outbox; then its bytes are written, awaited
+        (the backpressure), and only then what follows the response. Raises what the shared
+        ``send`` raises, and ClientDisconnected when the write finds the client gone."""
+        await super().send(message)
+        data = self.protocol.outbox.take()
         if data:
             await self.write(data)
         if self.response_complete:
-            self.protocol.on_response_complete()
+            self.protocol.after_response()
     # --8<-- [end:send]
 
     async def write(self, data: bytes) -> None:

@@ -99,6 +99,27 @@ async def close_when_set(event: Any, listener: Any) -> None:
 # --- the connection -------------------------------------------------------------------------------
 
 
+class Outbox:
+    """What the shared cycle's ``send()`` (``toyservers.http1_cycle``) writes to on anyio,
+    standing in for asyncio's transport and ``FlowControl``: ``write(data)`` collects the bytes,
+    and ``write_paused`` is never set (the cycle awaits ``stream.send`` for what it collected:
+    that await is the backpressure). ``take()`` gives the bytes collected, once."""
+
+    __slots__ = ("parts",)
+    write_paused = False
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.parts.append(data)
+
+    def take(self) -> bytes:
+        data = b"".join(self.parts)
+        self.parts.clear()
+        return data
+
+
 class StreamProtocol:
     """The base of an HTTP/1.1 connection on an anyio byte stream: anyio's ``HTTPProtocol``.
 
@@ -111,13 +132,16 @@ class StreamProtocol:
     """
 
     __slots__ = ("state", "config", "app", "stream", "cycle", "access_log", "client", "server",
-                 "scheme", "tls", "reading", "kind", "error", "resumed", "task_group", "writing")
+                 "scheme", "tls", "reading", "kind", "error", "resumed", "task_group", "writing",
+                 "outbox", "transport", "flow")
 
     def __init__(self, state: ServerState, stream: ByteStream) -> None:
         self.state, self.config, self.app = state, state.config, state.app
         self.stream = stream
         self.cycle: HTTP1Cycle | None = None  # the request whose response goes out
         self.access_log = access_log.enabled(state.config)
+        # the shared cycle's send() writes here (asyncio's transport and FlowControl there)
+        self.outbox = self.transport = self.flow = Outbox()
         self.client = address(stream.extra(SocketAttribute.remote_address, None))
         self.server = address(stream.extra(SocketAttribute.local_address, None))
         ssl_object = stream.extra(TLSAttribute.ssl_object, None)
