@@ -259,11 +259,7 @@ class HttpToolsProtocol(RequestReader):
     the callbacks; ``HTTP1Protocol``: the cycle and the close path; ``HTTPProtocol``: the
     bookkeeping)."""
 
-    __slots__ = ("held",)
-
-    def __init__(self, state: ServerState) -> None:
-        super().__init__(state)
-        self.held = b""  # bytes read but not parsed yet: they wait for the next loop turn
+    __slots__ = ()
 
     # --8<-- [start:data_received]
     def data_received(self, data: bytes) -> None:
@@ -282,9 +278,7 @@ class HttpToolsProtocol(RequestReader):
                         successor.data_received(rest)
                     return
             if rest:
-                self.held = rest
-                self.flow.pause_reading()
-                self.loop.call_soon(self.next_turn)
+                self.hold(rest)
             return
         phase, messages = self.phase, self.messages
         self.piece = data
@@ -307,14 +301,9 @@ class HttpToolsProtocol(RequestReader):
                 self.flow.pause_reading()
     # --8<-- [end:data_received]
 
-    def next_turn(self) -> None:
-        """Parse the next ``MAX_TURN`` bytes held back; read the socket again once none are."""
-        data, self.held = self.held, b""
-        self.data_received(data)
-        if not self.held and not self.reading_stopped:
-            parsing = self.parsing  # unless a pipeline or an app behind on its body holds it
-            if not self.pipeline and (parsing is None or len(parsing.body) <= HIGH_WATER_LIMIT):
-                self.flow.resume_reading()
+    def keep_paused(self) -> bool:
+        parsing = self.parsing  # requests waiting their turn, or an app behind on its body
+        return bool(self.pipeline) or (parsing is not None and len(parsing.body) > HIGH_WATER_LIMIT)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)

@@ -6,6 +6,8 @@
   ``lingering_close`` (RFC 9112 §9.6: close in stages, so a peer still sending gets our last
   bytes, not a reset), and ``switch_protocol``, the one way a connection's bytes pass to
   another protocol object (h2c, HTTP/2 prior knowledge; uvicorn's ``transport.set_protocol``).
+- ``hold`` and ``next_turn``: a connection parses at most a turn's worth of bytes per turn of
+  the event loop, so one flooding client cannot keep the others waiting.
 - ``Deadline``: one timer per connection for whichever deadline runs (``"idle"``, ``"head"``,
   ``"body"``).
 
@@ -121,7 +123,7 @@ class HTTPProtocol(asyncio.Protocol):
     """
 
     __slots__ = ("state", "config", "app", "loop", "transport", "flow", "deadline", "client",
-                 "server", "scheme", "tls")
+                 "server", "scheme", "tls", "held")
 
     def __init__(self, state: ServerState) -> None:
         self.state, self.config, self.app = state, state.config, state.app
@@ -133,6 +135,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.server: tuple[str, int] | None = None
         self.scheme = "http"
         self.tls: dict[str, Any] | None = None  # the ASGI tls extension, over TLS
+        self.held = b""  # bytes read, waiting for the loop's next turn to be parsed (hold)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -174,6 +177,29 @@ class HTTPProtocol(asyncio.Protocol):
         transport.set_protocol(_Lingering(self))
         transport.resume_reading()  # a no-op unless reading was paused
         self.loop.call_later(LINGER, transport.close)
+
+    def hold(self, rest: bytes) -> None:
+        """Parse ``rest`` at the loop's next turn, reading paused meanwhile (``data_received``
+        queues what else comes behind it, in ``held``). One read can be megabytes (uvloop
+        reads what the socket has) and a parser given them in one call keeps every other
+        connection waiting: toy-h2 under a frame flood held the loop 4 to 15 s."""
+        self.held = rest
+        self.flow.pause_reading()
+        self.loop.call_soon(self.next_turn)
+
+    def next_turn(self) -> None:
+        """Hand the bytes held to ``data_received`` (which may hold some again); once none
+        is held, read the socket again, unless ``keep_paused`` says another pause holds."""
+        data, self.held = self.held, b""
+        if data:
+            self.data_received(data)
+        if not self.held and not self.keep_paused():
+            self.flow.resume_reading()
+
+    def keep_paused(self) -> bool:
+        """Must reading stay paused once no bytes are held? (A subclass paused it for another
+        reason: an app behind on its body, requests waiting their turn, a client not reading.)"""
+        return False
 
     # --8<-- [start:switch_protocol]
     def switch_protocol(self, protocol: asyncio.Protocol, data: bytes = b"") -> None:
