@@ -190,15 +190,9 @@ class AnyioProtocol(StreamProtocol):
 
     def after_response(self) -> None:
         """Close, start the next cycle, or read and drop the rest of an unread body."""
-        cycle = self.cycle
-        assert cycle is not None
-        step = h11_checks.after_response(self.conn, cycle.framer.keep_alive)
-        if step == "close":
-            self.close()
-        elif step == "next":
-            self.start_next_cycle()
-        else:
-            self.resume_reading()
+        assert self.cycle is not None
+        h11_checks.after_response(self.conn, self.cycle.framer.keep_alive,
+                                  self.close, self.start_next_cycle, self.resume_reading)
 
     def unread_body(self) -> int | None:
         assert self.cycle is not None

@@ -26,7 +26,7 @@ Compare with: uvicorn/protocols/http/h11_impl.py (``handle_events``, ``RequestRe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import chain
 from operator import itemgetter
 from typing import Protocol
@@ -146,14 +146,19 @@ def take_body(connection: H11ServerProtocol, cycle: asgi.RequestResponseCycle | 
     return 1 if len(cycle.body) >= HIGH_WATER_LIMIT else 0
 
 
-def after_response(conn: h11.Connection, keep_alive: bool) -> str:
-    """What follows a complete response on an h11 connection: ``"close"`` (the framer or h11
-    says the connection ends: RFC 9112 §9.6), ``"next"`` (both sides are DONE: start the next
-    cycle) or ``"drain"`` (the request body is still coming: read it and drop it, at most
-    ``HIGH_WATER_LIMIT`` bytes: see ``http1.unread_body_closes``)."""
+def after_response(conn: h11.Connection, keep_alive: bool, close: Callable[[], None],
+                   next_cycle: Callable[[], None], drain: Callable[[], None]) -> None:
+    """What follows a complete response on an h11 connection, done by the server's own means:
+    ``close()`` when the framer or h11 says the connection ends (RFC 9112 §9.6),
+    ``next_cycle()`` when both sides are DONE, else ``drain()``: the request body is still
+    coming, to be read and dropped (at most ``HIGH_WATER_LIMIT`` bytes: see
+    ``http1.unread_body_closes``)."""
     if conn.our_state is h11.MUST_CLOSE or not keep_alive:
-        return "close"
-    return "next" if conn.their_state is h11.DONE else "drain"
+        close()
+    elif conn.their_state is h11.DONE:
+        next_cycle()
+    else:
+        drain()
 
 
 def unread_body(scope: Scope, body_size: int) -> int | None:

@@ -197,15 +197,9 @@ class H11Protocol(HTTP1Protocol):
 
     def on_response_complete(self) -> None:
         """Close, start the next cycle, or read and drop the rest of an unread body."""
-        cycle = self.cycle
-        assert cycle is not None
-        step = h11_checks.after_response(self.conn, cycle.framer.keep_alive)
-        if step == "close":
-            self.lingering_close()
-        elif step == "next":
-            self.start_next_cycle()
-        else:
-            self.handle_events()
+        assert self.cycle is not None
+        h11_checks.after_response(self.conn, self.cycle.framer.keep_alive,
+                                  self.lingering_close, self.start_next_cycle, self.handle_events)
 
     def resume_reading(self) -> None:
         if self.flow.read_paused:

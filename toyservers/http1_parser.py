@@ -310,6 +310,18 @@ class ChunkedDecoder:
         return eol
 
 
+def take_counted(buffer: bytearray, remaining: int) -> bytes:
+    """Up to ``remaining`` bytes off the front of ``buffer``: a counted body's (Content-Length,
+    RFC 9112 §6.2), the rest being the next request's."""
+    if len(buffer) <= remaining:  # all of it body: no slice
+        data = bytes(buffer)
+        buffer.clear()
+        return data
+    data = bytes(buffer[:remaining])
+    del buffer[:remaining]
+    return data
+
+
 class BodyReader:
     """A request body taken off a connection's buffer as it comes, whichever its framing: the
     Content-Length's bytes counted (RFC 9112 §6.2), or the chunked coding decoded by a
@@ -336,14 +348,8 @@ class BodyReader:
     def feed(self, buffer: bytearray, limit: int = HIGH_WATER_LIMIT) -> bytes:
         decoder = self.decoder
         if decoder is None:  # counted: take what is there, up to what is owed
-            remaining = self.remaining or 0
-            if len(buffer) <= remaining:  # all of it body: no slice
-                data = bytes(buffer)
-                buffer.clear()
-            else:
-                data = bytes(buffer[:remaining])
-                del buffer[:remaining]
-            self.remaining = remaining = remaining - len(data)
+            data = take_counted(buffer, self.remaining or 0)
+            self.remaining = remaining = (self.remaining or 0) - len(data)
             self.done = not remaining
             return data
         data = decoder.feed(buffer, limit)
