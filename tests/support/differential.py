@@ -465,21 +465,34 @@ def _chained(maps: list[Callable[[Reading], Reading]]) -> Callable[[Reading], Re
     return chained
 
 
+def _shifts(difference: Difference, data: bytes, rewritten: bytes, reading: Reading
+            ) -> list[int]:
+    """How far the rewrite may move the end of ``reading``'s request: by all it changes, or by
+    what it changes before that end only (the pipelined request behind may be rewritten too,
+    which moves nothing of this one)."""
+    shifts = [len(rewritten) - len(data)]
+    if reading.verdict == "request":
+        assert difference.rewrite is not None
+        head = data[:reading.consumed]
+        shifts.append(len(difference.rewrite(head) or head) - len(head))
+    return shifts
+
+
 def _rewrite_explains(difference: Difference, parser: str, data: bytes, ours: Reading,
                       theirs: Reading) -> bool:
     assert difference.rewrite is not None
     rewritten = difference.rewrite(data)
     if rewritten is None or rewritten == data:
         return False
-    shift = len(rewritten) - len(data)
+    shifts = _shifts(difference, data, rewritten, theirs if difference.lenient == "them" else ours)
     if difference.lenient == "them":
-        return ours.verdict == "refused" and theirs.verdict != "refused" \
-            and _same(parser, read_ours(rewritten), _shifted(theirs, shift))
+        return ours.verdict == "refused" and theirs.verdict != "refused" and any(
+            _same(parser, read_ours(rewritten), _shifted(theirs, shift)) for shift in shifts)
     if difference.lenient == "us":
-        if ours.verdict == "request":
-            ours = difference.ours_as(_shifted(ours, shift))
-        return theirs.verdict == "refused" and ours.verdict != "refused" \
-            and _same(parser, ours, READERS[parser](rewritten))
+        readings = [difference.ours_as(_shifted(ours, shift)) for shift in shifts] \
+            if ours.verdict == "request" else [ours]
+        return theirs.verdict == "refused" and ours.verdict != "refused" and any(
+            _same(parser, reading, READERS[parser](rewritten)) for reading in readings)
     return ours.verdict == "refused" and theirs.verdict == "incomplete" \
         and READERS[parser](rewritten).verdict == "refused"
 
