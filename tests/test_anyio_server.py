@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 import pytest
@@ -234,3 +235,43 @@ def test_trio_runs_one_process_and_says_so() -> None:
     assert result.exit_code == 2
     assert "toy-anyio-trio runs one process only" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_read_on_demand_reaches_anyio_transport(loop: str) -> None:
+    """``anyio_serving.read_on_demand`` reads two private attributes of anyio's asyncio
+    ``SocketStream`` (there is no public way to bound its read-ahead). If an anyio release
+    renames them, the workaround would quietly do nothing and uvloop's 8 MB read-ahead come
+    back: this test fails first. On asyncio (plain and uvloop) it must take hold, and the stream
+    must still read what the peer sends."""
+    from toyservers import anyio_serving
+
+    async def check() -> tuple[bool, bytes]:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with listener, await anyio.connect_tcp("127.0.0.1", port) as client:
+            server = await listener.listeners[0].accept()  # type: ignore[attr-defined]
+            async with server:
+                took = anyio_serving.read_on_demand(server)
+                await client.send(b"hello")
+                with anyio.fail_after(5):
+                    data = await server.receive()
+        return took, data
+
+    options = {"use_uvloop": True} if loop == "uvloop" else {}
+    assert anyio.run(check, backend="asyncio", backend_options=options) == (True, b"hello")
+
+
+def test_read_on_demand_leaves_trio_alone() -> None:
+    """trio reads only when asked: nothing to bound, and nothing reached into."""
+    from toyservers import anyio_serving
+
+    async def check() -> bool:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with listener, await anyio.connect_tcp("127.0.0.1", port):
+            server = await listener.listeners[0].accept()  # type: ignore[attr-defined]
+            async with server:
+                return anyio_serving.read_on_demand(server)
+
+    assert anyio.run(check, backend="trio") is False

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
@@ -40,13 +40,6 @@ from toyservers.state import ServerState
 from toyservers.tls import load_tls, ssl_context
 
 logger = logging.getLogger("toyservers.error")
-
-
-class Connection(Protocol):
-    """What ``serve_protocol`` needs of a connection: to be asked to finish and close."""
-
-    def shutdown(self) -> None:
-        """Close now if idle; otherwise finish the request in flight and then close."""
 
 
 ProtocolFactory = Callable[[ServerState], asyncio.Protocol]

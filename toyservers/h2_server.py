@@ -232,7 +232,7 @@ class H2Protocol(HTTPProtocol):
         self.closing = True
         self.flush()
         self.transport.write(http2.goaway(self.conn.highest_inbound_stream_id))
-        self.stream_done()
+        self.on_response_complete()
 
     # --- ASGI interface ---------------------------------------------------------------------------
     # Streams in and out of ASGI: each request is a stream's RequestResponseCycle
@@ -281,7 +281,7 @@ class H2Protocol(HTTPProtocol):
         """The client reset a stream: its app sees ``http.disconnect``; budgeted (rapid reset)."""
         if cycle := self.streams.pop(sid, None):
             cycle.disconnect()
-        self.stream_done()
+        self.on_response_complete()
         self.budget.spend(1, 0)
 
     def reset(self, sid: int, code: ErrorCodes) -> None:
@@ -290,8 +290,9 @@ class H2Protocol(HTTPProtocol):
         self.conn.reset_stream(sid, code)
         self.budget.spend(1, 0)
 
-    def stream_done(self) -> None:
-        """After a stream: with none left, close if shutting down, else start the idle deadline."""
+    def on_response_complete(self) -> None:
+        """A stream ended (answered or reset): with none left, close if shutting down, else
+        start the idle deadline."""
         if not self.streams:
             if self.closing:
                 self.close()

@@ -45,7 +45,7 @@ class StreamOwner(asgi.ServerProtocol, Protocol):
 
     def flush(self) -> None: ...
 
-    def stream_done(self) -> None: ...
+    def on_response_complete(self) -> None: ...
 
 
 class RequestResponseCycle(asgi.RequestResponseCycle):
@@ -140,7 +140,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         elif kind == "http.response.trailers":  # ASGI: trailers may come in parts
             if (fields := self.response.trailer(message)) is not None:
                 self.conn.send_headers(self.stream_id, fields, end_stream=True)
-                self.complete()
+                self.finish()
         else:
             raise RuntimeError(f"unexpected {kind!r} in the response")
     # --8<-- [end:send]
@@ -152,7 +152,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if head is not None:
             self.conn.send_headers(self.stream_id, head, end_stream=end and not body)
             if end and not body:
-                return self.complete()
+                return self.finish()
         rest = memoryview(body)
         while not self.disconnected:
             rest, frames = http2.send_data(self.conn, self.stream_id, rest, end)
@@ -163,7 +163,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if self.disconnected:
             raise ClientDisconnected
         if end:
-            self.complete()
+            self.finish()
         else:
             self.protocol.flush()
 
@@ -186,9 +186,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
             self.conn.reset_stream(self.stream_id, code)
         self.disconnect()
-        self.complete()
+        self.finish()
 
-    def complete(self) -> None:
+    def finish(self) -> None:
         """The response is out: end the stream's cycle; a request body still coming is
         refused with RST_STREAM NO_ERROR (RFC 9113 §8.1), its credit returned."""
         self.response_complete = True
@@ -203,7 +203,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         self.wake()
         if protocol.streams.get(self.stream_id) is self:
             del protocol.streams[self.stream_id]
-            protocol.stream_done()
+            protocol.on_response_complete()
 
     def send_error(self, status: int) -> None:
         """Answer ``status`` on this stream when no byte of the response is out, else reset
@@ -218,5 +218,5 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         self.response_started, self.response.head = True, None
         with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone already
             http2.send_error(self.conn, self.stream_id, status, protocol.state.default_headers)
-        self.complete()
+        self.finish()
         self.disconnect()  # the app, if running, sees http.disconnect
