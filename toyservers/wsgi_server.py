@@ -125,6 +125,9 @@ class BlockingHTTPProtocol:
         except (BadRequest, http1.BadTarget) as exc:  # a bad target is a 400
             self.send_error(getattr(exc, "status", 400), str(exc))
             return False
+        except OSError as exc:  # a reset: the client left, as during the body (read_body)
+            self.send_error(0, f"the client went away: {exc}")
+            return False
         body = BodyReader(content_length, chunked, config.max_body_size, config.max_header_size,
                           config.max_headers)
         keep_alive = keep_alive and server.threaded and not server.stopping.is_set()
