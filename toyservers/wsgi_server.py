@@ -1,17 +1,15 @@
 """toy-wsgi: a PEP 3333 (WSGI) server on plain sockets, ``selectors`` and threads, no asyncio.
 
-I/O model: blocking sockets, and gunicorn's two worker models (``config.worker_class``).
-``sync``: the thread in ``serve()`` accepts a connection, reads one request, runs the app,
-answers with ``Connection: close`` and closes: like gunicorn's sync worker it keeps nothing
-alive, since an idle keep-alive client would hold the only thread. ``gthread``:
-``config.threads`` pool threads run the app while the main thread accepts and watches idle
-connections with a selector: a readable one goes to the pool and comes back after a response
-that keeps it alive, so an idle connection holds no thread. Every read has a deadline:
+I/O model: blocking sockets, in gunicorn's two worker models (``config.worker_class``). In
+``sync``, the thread in ``serve()`` accepts a connection, answers one request with
+``Connection: close`` and closes it (an idle keep-alive client would hold the only thread). In
+``gthread``, ``config.threads`` pool threads run the app while the main thread accepts and
+watches idle connections with a selector: a readable one goes to the pool, and back after a
+response that keeps it alive, so an idle connection holds no thread. Every read has a deadline:
 ``timeout_keep_alive`` before a request's first byte, ``timeout_headers`` to the end of its
-head, ``timeout_body`` per pause in its body (a slow head or body gets 408). Requests are read
-with the project's sans-IO parser (``http1_parser``, which toy-raw runs on asyncio) and
-answered with the rules of ``http1``; the PEP 3333 glue is ``toyservers.wsgi``. The names are
-the asyncio servers': a protocol object per connection, a ``RequestResponseCycle`` per request.
+head, ``timeout_body`` per pause in its body (408 for a slow head or body). ``http1_parser``
+(sans-IO; toy-raw runs it on asyncio) reads the requests, the rules of ``http1`` answer them,
+``toyservers.wsgi`` is the PEP 3333 glue, and the names are the asyncio servers'.
 
 Deliberately left out (pre-forked processes are ``toyservers/workers.py``'s job): TLS,
 ``limit_concurrency``, request trailers reaching the app (checked, dropped), ``sendfile``
@@ -45,7 +43,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from toyservers import access_log, http1, http1_parser, wsgi
-from toyservers._types import Environ, ExcInfo, WSGIApp
+from toyservers._types import Environ, ExcInfo, Headers, WSGIApp
 from toyservers.config import Config
 from toyservers.http1_parser import BadRequest, BodyReader
 from toyservers.state import ServerState
@@ -90,8 +88,9 @@ class BlockingHTTPProtocol:
         self.sock.settimeout(SEND_TIMEOUT)
         self.sock.sendall(data)
 
-    def read_head(self) -> bytes | None:
-        """The next request head; None when the client closes or sends nothing in time."""
+    def read_head(self) -> tuple[str, bytes, str, Headers] | None:
+        """The next request head, parsed (``http1_parser.parse_request_head``); None when the
+        client closes or sends nothing in time. BadRequest; OSError when the client resets."""
         config = self.config
         deadline, started = time.monotonic() + config.timeout_keep_alive, False
         limits = config.max_request_line, config.max_header_size, config.max_headers
@@ -105,18 +104,17 @@ class BlockingHTTPProtocol:
                 if started:  # RFC 9110 §15.5.9: 408 Request Timeout
                     raise BadRequest(408, "timed out reading the request head") from None
                 return None
-        return head
+        return http1_parser.parse_request_head(head, *limits)
 
     def handle(self) -> bool:
         """Read and answer one request; True when the connection may carry another."""
         config, server = self.config, self.server
         try:
-            head = self.read_head()
-            if head is None:  # the client closed, or sent nothing in time: close quietly
+            request = self.read_head()
+            if request is None:  # the client closed, or sent nothing in time: close quietly
                 self.close()
                 return False
-            method, target, version, headers = http1_parser.parse_request_head(
-                head, config.max_request_line, config.max_header_size, config.max_headers)
+            method, target, version, headers = request
             content_length, chunked, keep_alive, expect_100 = http1_parser.body_framing(
                 version, headers)
             raw_path, query = http1.split_target(method, target)
@@ -198,10 +196,9 @@ class RequestResponseCycle:
         The first read sends ``100 Continue`` to a client waiting for it (PEP 3333: when "the
         application first attempts to read from the input stream")."""
         protocol, config = self.protocol, self.protocol.config
-        if self.expect_100:
+        if self.expect_100:  # b"" once the head is out (RFC 9110 §15.2: 1xx precede it)
             self.expect_100 = False
-            if not self.framer.head_sent:  # RFC 9110 §15.2: 1xx precede the final one
-                protocol.sendall(http1.CONTINUE_100)
+            protocol.sendall(self.framer.continue_bytes())
         try:
             while not self.body_done:
                 data = self.body.feed(protocol.buffer)
@@ -212,15 +209,14 @@ class RequestResponseCycle:
                     raise wsgi.ClientError(0, "the client closed during the request body")
             return b""
         except (BadRequest, OSError) as exc:  # 400, 413, 431; 408 on TimeoutError; 0: gone
-            raise self.fail(exc) from None
+            raise self.fail(exc, reading=True) from None
 
     def drain_body(self) -> bool:
         """Drop what the app left of the body, as gunicorn does; False if it cannot be read."""
         with contextlib.suppress(wsgi.ClientError):
             while self.read_body():
                 pass
-            return True
-        return False
+        return self.error is None
 
     def start_response(self, status: str, headers: list[tuple[str, str]],
                        exc_info: ExcInfo | None = None) -> Callable[[bytes], None]:
@@ -241,10 +237,9 @@ class RequestResponseCycle:
     def send(self, data: bytes, more_body: bool) -> None:
         framer, protocol = self.framer, self.protocol
         if not framer.head_sent:
-            if self.expect_100 and not self.body_done:
-                framer.keep_alive = False  # a body that may never come
-            if protocol.server.stopping.is_set():
-                protocol.shutdown()  # this response says Connection: close
+            # Connection: close when stopping, or when the body offered may never come
+            if protocol.server.stopping.is_set() or (self.expect_100 and not self.body_done):
+                framer.keep_alive = False
             if self.log_line:
                 access_log.log_request(protocol.client, *self.log_line, framer.status)
         out = framer.body(data, more_body)
@@ -252,7 +247,7 @@ class RequestResponseCycle:
             if out:
                 protocol.sendall(out)
         except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
-            raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
+            raise self.fail(exc, reading=False) from None
 
     # --8<-- [start:send_file]
     def send_file(self, wrapper: wsgi.FileWrapper) -> None:
@@ -265,16 +260,14 @@ class RequestResponseCycle:
             self.framer.remaining = length - self.protocol.sock.sendfile(wrapper.filelike,
                                                                          count=length)
         except OSError as exc:
-            raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
+            raise self.fail(exc, reading=False) from None
     # --8<-- [end:send_file]
 
-    def fail(self, exc: Exception) -> wsgi.ClientError:
+    def fail(self, exc: Exception, *, reading: bool) -> wsgi.ClientError:
         """The body cannot be read or the client left: no next request on this connection."""
-        if not isinstance(exc, wsgi.ClientError):  # RFC 9110 §15.5.9: 408 for a body too slow
-            status = 408 if isinstance(exc, TimeoutError) else getattr(exc, "status", 0)
-            exc = wsgi.ClientError(status, str(exc) or "timed out reading the body")
-        self.error, self.body_done, self.framer.keep_alive = exc, True, False
-        return exc
+        self.error = error = wsgi.client_error(exc, reading=reading)
+        self.body_done, self.framer.keep_alive = True, False
+        return error
 
     # --8<-- [start:run_wsgi]
     def run_wsgi(self, environ: Environ) -> bool:
@@ -299,16 +292,12 @@ class RequestResponseCycle:
             self.send(b"", False)
             return self.finish()
         except BaseException as exc:  # SystemExit too: one app must not stop the server
-            if self.error is not None:  # the client's doing, not the app's
-                logger.debug("client %s: %s", self.protocol.client, self.error)
-            else:
+            if self.error is None:  # else the client's doing, not the app's: a debug line
                 logger.error("Exception in WSGI application", exc_info=exc)
         finally:
-            try:
-                getattr(result, "close", lambda: None)()
-            except BaseException as exc:
-                logger.error("Exception in the WSGI result's close()", exc_info=exc)
-        self.protocol.send_error(500 if self.error is None else self.error.status, "the app failed")
+            wsgi.close_result(result)  # PEP 3333: whatever happened
+        error = self.error  # None: the app failed
+        self.protocol.send_error(error.status if error else 500, str(error or "the app failed"))
         return False
     # --8<-- [end:run_wsgi]
 
@@ -341,18 +330,17 @@ class WSGIServer:
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = socket.socketpair()  # a pool thread wakes the main thread
         self.returned: queue.SimpleQueue[BlockingHTTPProtocol] = queue.SimpleQueue()  # pool done
-        # Idle, watched by the main thread, each with the time it closes, oldest first (now +
-        # a constant, as gunicorn's keep-alive queue): a wake-up looks at the front only. A scan
-        # of all took wrk -c10 from 16k to 5-6k req/s with 3,000 idle. Not a dict: finding its
-        # first key skips the deleted ones before it.
+        # Idle, watched by the main thread, with the time each closes, oldest first (as gunicorn's
+        # keep-alive queue): a wake-up looks at the front only (a scan of all took wrk -c10 from
+        # 16k to 5-6k req/s with 3,000 idle); not a dict, whose first key skips deleted ones.
         self.idle: collections.OrderedDict[BlockingHTTPProtocol, float] = collections.OrderedDict()
         self.busy: dict[concurrent.futures.Future[None], BlockingHTTPProtocol] = {}  # in the pool
         self.last_tick = time.monotonic()
         self.wakeups = self.idle_checked = 0  # select() returns; idle connections looked at
 
     def work(self, protocol: BlockingHTTPProtocol) -> None:
-        """Answer the requests on ``protocol`` until none is waiting; in gthread, then hand it
-        back to the main thread (a sync connection never stays alive: ``handle`` closes it)."""
+        """Answer the requests on ``protocol`` until none is waiting, then (gthread) hand it back
+        to the main thread; nothing it raises leaves here (sync runs it on the main thread)."""
         try:
             while protocol.handle():  # False once stopping: that response said Connection: close
                 if not protocol.buffer:  # nothing pipelined: back to the main thread's watch
