@@ -8,7 +8,8 @@ server is written here once, without any I/O, as ``toyservers.asgi`` does for AS
   keys, and the header fields as ``HTTP_*`` keys;
 - ``path_info``: the percent-decoded path as a "native string", less ``SCRIPT_NAME``;
 - ``check_response``: what an app gives ``start_response`` (status, headers, ``exc_info``),
-  checked and encoded for ``http1.ResponseFramer`` (which checks the rest, as for ASGI apps);
+  checked and encoded for ``http1.ResponseFramer`` (which checks the rest, as for ASGI apps),
+  and ``start``, which hands it to the framer;
 - ``input_stream``: ``wsgi.input`` on a function giving the body piece by piece;
 - ``ClientError``: what ``wsgi.input`` and ``write()`` raise when the body cannot be read or
   the client is gone, and ``client_error``, which turns what the server met into one;
@@ -33,6 +34,7 @@ from urllib.parse import unquote_to_bytes
 
 from toyservers import http1
 from toyservers._types import Environ, ExcInfo, Headers
+from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
 
@@ -186,3 +188,15 @@ def check_response(status: Any, headers: Any, exc_info: ExcInfo | None = None, *
             raise http1.ResponseError(f"hop-by-hop header {name!r} is the server's")
         fields.append((name.encode("latin-1"), value.encode("latin-1")))
     return int(status[:3]), fields, b"HTTP/1.1 %s\r\n" % status.encode("latin-1")
+
+
+def start(framer: http1.ResponseFramer, state: ServerState, status: Any, headers: Any,
+          exc_info: ExcInfo | None = None) -> None:
+    """``start_response`` on a server that frames with ``http1.ResponseFramer``: what the app
+    gave, checked (``check_response``), held by ``framer`` as the response's head with the
+    server's default headers and the app's own reason phrase. Raises ``http1.ResponseError``,
+    or re-raises ``exc_info`` once the head is out."""
+    code, fields, status_line = check_response(
+        status, headers, exc_info, started=bool(framer.status), head_sent=framer.head_sent)
+    framer.start(code, fields, state.default_headers, state.default_headers_bytes)
+    framer.parts[0] = status_line  # the app's own reason phrase

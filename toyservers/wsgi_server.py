@@ -11,12 +11,11 @@ head, ``timeout_body`` per pause in its body (408 for a slow head or body). ``ht
 (sans-IO; toy-raw runs it on asyncio) reads the requests, the rules of ``http1`` answer them,
 ``toyservers.wsgi`` is the PEP 3333 glue, and the names are the asyncio servers'.
 
-Deliberately left out (pre-forked processes are ``toyservers/workers.py``'s job): TLS,
-``limit_concurrency``, request trailers reaching the app (checked, dropped), ``sendfile``
-without a Content-Length (the file is iterated), slow clients holding a thread (sync waits
-``timeout_keep_alive`` for a silent client, gthread up to ``timeout_headers`` for a dribbled
-head, as gunicorn does), and stopping an app past the graceful-shutdown timeout (a thread
-cannot be killed; its socket is shut).
+Deliberately left out (``toyservers/workers.py`` pre-forks): TLS, ``limit_concurrency``, request
+trailers reaching the app (checked, dropped), ``sendfile`` without a Content-Length (the file is
+iterated), slow clients holding a thread (as in gunicorn: sync waits ``timeout_keep_alive`` for a
+silent client, gthread ``timeout_headers`` for a dribbled head), and stopping an app past the
+graceful-shutdown timeout (a thread cannot be killed; its socket is shut).
 
 Spec: PEP 3333 (environ variables, input and error streams, the start_response() callable,
 buffering and streaming, the write() callable, platform-specific file handling, HTTP 1.1
@@ -65,8 +64,7 @@ DRAIN = 0.2  # gthread, graceful stop: seconds idle connections stay watched, th
 
 
 class BlockingHTTPProtocol:
-    """One client connection: the socket a thread serves (``sock``, its peer ``client``); one
-    thread at a time owns it (see ``WSGIServer``). Each request gets a RequestResponseCycle."""
+    """One client connection: ``sock``, its peer ``client``; one thread at a time owns it."""
 
     def __init__(self, server: WSGIServer, sock: socket.socket, client: tuple[str, int]) -> None:
         self.server, self.config, self.sock, self.client = server, server.config, sock, client
@@ -90,7 +88,7 @@ class BlockingHTTPProtocol:
 
     def read_head(self) -> tuple[str, bytes, str, Headers] | None:
         """The next request head, parsed (``http1_parser.parse_request_head``); None when the
-        client closes or sends nothing in time. BadRequest; OSError when the client resets."""
+        client closes, resets or sends nothing in time. Raises BadRequest (408: a slow head)."""
         config = self.config
         deadline, started = time.monotonic() + config.timeout_keep_alive, False
         limits = config.max_request_line, config.max_header_size, config.max_headers
@@ -100,8 +98,10 @@ class BlockingHTTPProtocol:
             try:
                 if not self.recv(deadline):
                     return None
-            except TimeoutError:
-                if started:  # RFC 9110 §15.5.9: 408 Request Timeout
+            except OSError as exc:  # a reset is the client leaving, as during the body
+                if not isinstance(exc, TimeoutError):
+                    logger.debug("client %s went away: %s", self.client, exc)
+                elif started:  # RFC 9110 §15.5.9: 408 Request Timeout
                     raise BadRequest(408, "timed out reading the request head") from None
                 return None
         return http1_parser.parse_request_head(head, *limits)
@@ -111,7 +111,7 @@ class BlockingHTTPProtocol:
         config, server = self.config, self.server
         try:
             request = self.read_head()
-            if request is None:  # the client closed, or sent nothing in time: close quietly
+            if request is None:  # the client left, or sent nothing in time: close
                 self.close()
                 return False
             method, target, version, headers = request
@@ -123,14 +123,10 @@ class BlockingHTTPProtocol:
         except (BadRequest, http1.BadTarget) as exc:  # a bad target is a 400
             self.send_error(getattr(exc, "status", 400), str(exc))
             return False
-        except OSError as exc:  # a reset: the client left, as during the body (read_body)
-            self.send_error(0, f"the client went away: {exc}")
-            return False
         body = BodyReader(content_length, chunked, config.max_body_size, config.max_header_size,
                           config.max_headers)
-        keep_alive = keep_alive and server.threaded and not server.stopping.is_set()
-        self.cycle = cycle = RequestResponseCycle(self, method, version, keep_alive, body,
-                                                  expect_100)
+        self.cycle = cycle = RequestResponseCycle(self, method, version,
+                                                  keep_alive and server.threaded, body, expect_100)
         if server.access_log:
             cycle.log_line = (method, raw_path, query, version)
         try:
@@ -167,8 +163,7 @@ class BlockingHTTPProtocol:
         self.sock.close()
 
     def shutdown(self) -> None:
-        """Graceful stop of this connection, by the thread that owns it: an idle one closes
-        now; a request in flight finishes first, its response saying ``Connection: close``."""
+        """Graceful stop, by the thread that owns it: close if idle, else after the response."""
         if self.cycle is None:
             self.close()
         else:
@@ -179,8 +174,7 @@ class BlockingHTTPProtocol:
 
 
 class RequestResponseCycle:
-    """One request and its response: ``wsgi.input`` on ``read_body``, ``start_response``,
-    ``write`` and the iteration of the app's result, framed by ``http1.ResponseFramer``."""
+    """One request (``wsgi.input`` on ``read_body``) and its response, framed by ``http1``."""
 
     def __init__(self, protocol: BlockingHTTPProtocol, method: str, version: str,
                  keep_alive: bool, body: BodyReader, expect_100: bool) -> None:
@@ -192,9 +186,8 @@ class RequestResponseCycle:
         self.log_line: tuple[str, bytes, bytes, str] | None = None  # method, target, version
 
     def read_body(self) -> bytes:
-        """The next body bytes (b"" at its end), never read past it; raises wsgi.ClientError.
-        The first read sends ``100 Continue`` to a client waiting for it (PEP 3333: when "the
-        application first attempts to read from the input stream")."""
+        """The next body bytes (b"" at its end); wsgi.ClientError. ``100 Continue`` goes first if
+        asked (PEP 3333: when "the application first attempts to read from the input stream")."""
         protocol, config = self.protocol, self.protocol.config
         if self.expect_100:  # b"" once the head is out (RFC 9110 §15.2: 1xx precede it)
             self.expect_100 = False
@@ -220,12 +213,7 @@ class RequestResponseCycle:
 
     def start_response(self, status: str, headers: list[tuple[str, str]],
                        exc_info: ExcInfo | None = None) -> Callable[[bytes], None]:
-        framer = self.framer
-        code, fields, status_line = wsgi.check_response(
-            status, headers, exc_info, started=bool(framer.status), head_sent=framer.head_sent)
-        state = self.protocol.server.state  # the framer checks the rest, as for ASGI apps
-        framer.start(code, fields, state.default_headers, state.default_headers_bytes)
-        framer.parts[0] = status_line  # the app's own reason phrase
+        wsgi.start(self.framer, self.protocol.server.state, status, headers, exc_info)
         return self.write
 
     def write(self, data: bytes) -> None:  # PEP 3333's write() callable, and each result item
@@ -242,12 +230,11 @@ class RequestResponseCycle:
                 framer.keep_alive = False
             if self.log_line:
                 access_log.log_request(protocol.client, *self.log_line, framer.status)
-        out = framer.body(data, more_body)
-        try:
-            if out:
+        if out := framer.body(data, more_body):
+            try:
                 protocol.sendall(out)
-        except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
-            raise self.fail(exc, reading=False) from None
+            except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
+                raise self.fail(exc, reading=False) from None
 
     # --8<-- [start:send_file]
     def send_file(self, wrapper: wsgi.FileWrapper) -> None:
@@ -272,8 +259,7 @@ class RequestResponseCycle:
     # --8<-- [start:run_wsgi]
     def run_wsgi(self, environ: Environ) -> bool:
         """Run the app and send its response; True when the connection may carry another.
-        Whatever the app raises stays here: 500 when no byte of the response is out, else
-        close; the result's ``close()`` is always called (PEP 3333)."""
+        Whatever the app raises stays here: 500 when no byte of the response is out, else close."""
         result: Iterable[bytes] | None = None
         framer = self.framer  # framer.status: 0 until start_response accepted a status
         try:
@@ -395,8 +381,7 @@ class WSGIServer:
                 self.last_tick = now
                 self.state.refresh_default_headers()
         # After the DRAIN: close what is still idle, let requests in flight finish, shut the rest.
-        for protocol in list(self.idle):
-            self.unwatch(protocol)
+        for protocol in self.idle:  # the selector closes with the server
             protocol.shutdown()  # idle: closes now
         busy = dict(self.busy)
         _, pending = concurrent.futures.wait(busy, timeout=config.timeout_graceful_shutdown)
@@ -421,9 +406,8 @@ class WSGIServer:
 def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
           ready: Callable[[tuple[str, int]], object] | None = None,
           shutdown: threading.Event | None = None) -> None:
-    """Block serving ``app`` until ``shutdown`` (a ``threading.Event``) is set, or SIGINT or
-    SIGTERM when none is given; on ``sock`` if given, else on host:port (OSError if it cannot
-    bind); ``ready`` is called with the bound ``(host, port)``. Tests run it in a thread."""
+    """Serve ``app`` until ``shutdown`` is set (none given: SIGINT or SIGTERM), on ``sock`` or
+    else host:port (OSError if it cannot bind); ``ready`` gets the bound ``(host, port)``."""
     if config.worker_class not in ("sync", "gthread"):
         raise ValueError(f"worker_class is 'sync' or 'gthread', not {config.worker_class!r}")
     if shutdown is None:
