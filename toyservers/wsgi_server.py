@@ -55,9 +55,8 @@ READ_SIZE = 64 * 1024  # bytes asked of one recv()
 SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is gone (gunicorn: 30)
 LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
 TICK = 0.25  # how often the main loop looks at the shutdown Event (it has no fd to select on)
-DRAIN = 0.2  # gthread, graceful stop: seconds idle connections stay watched, the listener closed:
-# a client may have sent its next request on one already (wrk does at once); closed unread, it
-# fails; read, it gets one more response, with Connection: close (as worker_process.DRAIN for ASGI)
+DRAIN = 0.2  # seconds a graceful stop still reads idle connections (as worker_process.DRAIN):
+# a request sent on one already (wrk sends at once) gets an answer, with Connection: close
 
 
 # --- Protocol interface ---------------------------------------------------------------------------
@@ -189,9 +188,10 @@ class RequestResponseCycle:
         """The next body bytes (b"" at its end); wsgi.ClientError. ``100 Continue`` goes first if
         asked (PEP 3333: when "the application first attempts to read from the input stream")."""
         protocol, config = self.protocol, self.protocol.config
-        if self.expect_100:  # b"" once the head is out (RFC 9110 §15.2: 1xx precede it)
+        if self.expect_100:
             self.expect_100 = False
-            protocol.sendall(self.framer.continue_bytes())
+            if not self.framer.head_sent:  # RFC 9110 §15.2: 1xx precede the final one
+                protocol.sendall(http1.CONTINUE_100)
         try:
             while not self.body_done:
                 data = self.body.feed(protocol.buffer)
