@@ -11,7 +11,9 @@ import ast
 import contextlib
 import io
 import json
+import logging
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -520,6 +522,48 @@ def test_deadlines_head_body_and_idle_keep_alive(model: str) -> None:
                 sock.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
                 reader = Reader(sock)
                 assert reader.response()[0] == 200 and reader.closed()
+
+
+class Records(logging.Handler):
+    """Keeps what ``toyservers.error`` logs, so a test can wait for a record, not sleep."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self.added = threading.Condition()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.added:
+            self.records.append(record)
+            self.added.notify_all()
+
+    def first(self) -> logging.LogRecord:
+        with self.added:
+            assert self.added.wait_for(lambda: self.records, WAIT), "nothing was logged"
+            return self.records[0]
+
+
+def test_a_reset_during_the_head_is_the_client_leaving(model: str) -> None:
+    """A reset while the head comes in is the client leaving: one debug line, then the
+    server closes, as for a reset during the body (not "Exception in the connection")."""
+    records, error_log = Records(), logging.getLogger("toyservers.error")
+    with running(echo_app, worker_class=model) as (port, _):
+        level = error_log.level
+        error_log.addHandler(records)
+        error_log.setLevel(logging.DEBUG)
+        try:
+            with connect(port) as sock:
+                client_port = sock.getsockname()[1]
+                sock.sendall(b"GET / HTTP/1.1\r\nHo")
+                # SO_LINGER with a zero timeout: close() sends a RST, not a FIN
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            record = records.first()
+        finally:
+            error_log.removeHandler(records)
+            error_log.setLevel(level)
+        assert (record.levelno, record.exc_info) == (logging.DEBUG, None), record.getMessage()
+        assert str(client_port) in record.getMessage()
+        assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 200  # still serving
 
 
 def test_an_idle_keep_alive_connection_holds_no_thread() -> None:

@@ -8,11 +8,12 @@ server is written here once, without any I/O, as ``toyservers.asgi`` does for AS
   keys, and the header fields as ``HTTP_*`` keys;
 - ``path_info``: the percent-decoded path as a "native string", less ``SCRIPT_NAME``;
 - ``check_response``: what an app gives ``start_response`` (status, headers, ``exc_info``),
-  checked and encoded for ``http1.ResponseFramer`` (which checks the rest, as for ASGI apps);
+  checked and encoded for ``http1.ResponseFramer`` (which checks the rest, as for ASGI apps),
+  and ``start``, which hands it to the framer;
 - ``input_stream``: ``wsgi.input`` on a function giving the body piece by piece;
 - ``ClientError``: what ``wsgi.input`` and ``write()`` raise when the body cannot be read or
-  the client is gone;
-- ``FileWrapper``: ``wsgi.file_wrapper``.
+  the client is gone, and ``client_error``, which turns what the server met into one;
+- ``FileWrapper``: ``wsgi.file_wrapper``, and ``close_result``: the result's ``close()``.
 
 Spec: PEP 3333 (environ variables, input and error streams, unicode issues, the
 start_response() callable, optional platform-specific file handling, other HTTP features:
@@ -25,6 +26,7 @@ Compare with: gunicorn/http/wsgi.py (``create``, ``Response.process_headers``,
 from __future__ import annotations
 
 import io
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from typing import IO, Any
@@ -32,6 +34,9 @@ from urllib.parse import unquote_to_bytes
 
 from toyservers import http1
 from toyservers._types import Environ, ExcInfo, Headers
+from toyservers.state import ServerState
+
+logger = logging.getLogger("toyservers.error")
 
 # PEP 3333, "Other HTTP Features": "applications ... must not generate any 'hop-by-hop'
 # headers" (RFC 2616 §13.5.1's list): they describe this connection, which is the server's.
@@ -46,6 +51,20 @@ class ClientError(OSError):
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)
         self.status = status
+
+
+def client_error(exc: Exception, *, reading: bool) -> ClientError:
+    """``exc``, met reading the request body (``reading``) or sending the response, as the
+    ClientError to raise: ``exc`` if it is one; when reading, 408 for a timeout (RFC 9110
+    §15.5.9: "did not receive a complete request message within the time that it was prepared
+    to wait") or the ``status`` of a refused body (400, 413, 431); else 0, the client is gone."""
+    if isinstance(exc, ClientError):
+        return exc
+    if not reading:  # a send that fails or makes no progress: nobody is taking the answer
+        return ClientError(0, f"the client went away: {exc}")
+    if isinstance(exc, TimeoutError):
+        return ClientError(408, str(exc) or "timed out reading the body")
+    return ClientError(getattr(exc, "status", 0), str(exc))
 
 
 class _RawInput(io.RawIOBase):
@@ -94,6 +113,17 @@ class FileWrapper:
 
     def close(self) -> None:
         getattr(self.filelike, "close", lambda: None)()
+
+
+def close_result(result: object) -> None:
+    """Call the app's result's ``close()`` if it has one; what it raises is logged, not raised.
+    PEP 3333: the server "must call that method upon completion of the current request, whether
+    the request was completed normally, or terminated early due to an application error during
+    iteration or an early disconnect of the browser"."""
+    try:
+        getattr(result, "close", lambda: None)()
+    except BaseException as exc:  # SystemExit too: one app must not stop the server
+        logger.error("Exception in the WSGI result's close()", exc_info=exc)
 
 
 def build_environ(method: str, http_version: str, target: bytes, raw_path: bytes, query: bytes,
@@ -158,3 +188,15 @@ def check_response(status: Any, headers: Any, exc_info: ExcInfo | None = None, *
             raise http1.ResponseError(f"hop-by-hop header {name!r} is the server's")
         fields.append((name.encode("latin-1"), value.encode("latin-1")))
     return int(status[:3]), fields, b"HTTP/1.1 %s\r\n" % status.encode("latin-1")
+
+
+def start(framer: http1.ResponseFramer, state: ServerState, status: Any, headers: Any,
+          exc_info: ExcInfo | None = None) -> None:
+    """``start_response`` on a server that frames with ``http1.ResponseFramer``: what the app
+    gave, checked (``check_response``), held by ``framer`` as the response's head with the
+    server's default headers and the app's own reason phrase. Raises ``http1.ResponseError``,
+    or re-raises ``exc_info`` once the head is out."""
+    code, fields, status_line = check_response(
+        status, headers, exc_info, started=bool(framer.status), head_sent=framer.head_sent)
+    framer.start(code, fields, state.default_headers, state.default_headers_bytes)
+    framer.parts[0] = status_line  # the app's own reason phrase

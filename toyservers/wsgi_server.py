@@ -1,24 +1,21 @@
 """toy-wsgi: a PEP 3333 (WSGI) server on plain sockets, ``selectors`` and threads, no asyncio.
 
-I/O model: blocking sockets, and gunicorn's two worker models (``config.worker_class``).
-``sync``: the thread in ``serve()`` accepts a connection, reads one request, runs the app,
-answers with ``Connection: close`` and closes: like gunicorn's sync worker it keeps nothing
-alive, since an idle keep-alive client would hold the only thread. ``gthread``:
-``config.threads`` pool threads run the app while the main thread accepts and watches idle
-connections with a selector: a readable one goes to the pool and comes back after a response
-that keeps it alive, so an idle connection holds no thread. Every read has a deadline:
+I/O model: blocking sockets, in gunicorn's two worker models (``config.worker_class``). In
+``sync``, the thread in ``serve()`` accepts a connection, answers one request with
+``Connection: close`` and closes it (an idle keep-alive client would hold the only thread). In
+``gthread``, ``config.threads`` pool threads run the app while the main thread accepts and
+watches idle connections with a selector: a readable one goes to the pool, and back after a
+response that keeps it alive, so an idle connection holds no thread. Every read has a deadline:
 ``timeout_keep_alive`` before a request's first byte, ``timeout_headers`` to the end of its
-head, ``timeout_body`` per pause in its body (a slow head or body gets 408). Requests are read
-with the project's sans-IO parser (``http1_parser``, which toy-raw runs on asyncio) and
-answered with the rules of ``http1``; the PEP 3333 glue is ``toyservers.wsgi``. The names are
-the asyncio servers': a protocol object per connection, a ``RequestResponseCycle`` per request.
+head, ``timeout_body`` per pause in its body (408 for a slow head or body). ``http1_parser``
+(sans-IO; toy-raw runs it on asyncio) reads the requests, the rules of ``http1`` answer them,
+``toyservers.wsgi`` is the PEP 3333 glue, and the names are the asyncio servers'.
 
-Deliberately left out (pre-forked processes are ``toyservers/workers.py``'s job): TLS,
-``limit_concurrency``, request trailers reaching the app (checked, dropped), ``sendfile``
-without a Content-Length (the file is iterated), slow clients holding a thread (sync waits
-``timeout_keep_alive`` for a silent client, gthread up to ``timeout_headers`` for a dribbled
-head, as gunicorn does), and stopping an app past the graceful-shutdown timeout (a thread
-cannot be killed; its socket is shut).
+Deliberately left out (``toyservers/workers.py`` pre-forks): TLS, ``limit_concurrency``, request
+trailers reaching the app (checked, dropped), ``sendfile`` without a Content-Length (the file is
+iterated), slow clients holding a thread (as in gunicorn: sync waits ``timeout_keep_alive`` for a
+silent client, gthread ``timeout_headers`` for a dribbled head), and stopping an app past the
+graceful-shutdown timeout (a thread cannot be killed; its socket is shut).
 
 Spec: PEP 3333 (environ variables, input and error streams, the start_response() callable,
 buffering and streaming, the write() callable, platform-specific file handling, HTTP 1.1
@@ -45,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from toyservers import access_log, http1, http1_parser, wsgi
-from toyservers._types import Environ, ExcInfo, WSGIApp
+from toyservers._types import Environ, ExcInfo, Headers, WSGIApp
 from toyservers.config import Config
 from toyservers.http1_parser import BadRequest, BodyReader
 from toyservers.state import ServerState
@@ -58,17 +55,15 @@ READ_SIZE = 64 * 1024  # bytes asked of one recv()
 SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is gone (gunicorn: 30)
 LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
 TICK = 0.25  # how often the main loop looks at the shutdown Event (it has no fd to select on)
-DRAIN = 0.2  # gthread, graceful stop: seconds idle connections stay watched, the listener closed:
-# a client may have sent its next request on one already (wrk does at once); closed unread, it
-# fails; read, it gets one more response, with Connection: close (as worker_process.DRAIN for ASGI)
+DRAIN = 0.2  # seconds a graceful stop still reads idle connections (as worker_process.DRAIN):
+# a request sent on one already (wrk sends at once) gets an answer, with Connection: close
 
 
 # --- Protocol interface ---------------------------------------------------------------------------
 
 
 class BlockingHTTPProtocol:
-    """One client connection: the socket a thread serves (``sock``, its peer ``client``); one
-    thread at a time owns it (see ``WSGIServer``). Each request gets a RequestResponseCycle."""
+    """One client connection: ``sock``, its peer ``client``; one thread at a time owns it."""
 
     def __init__(self, server: WSGIServer, sock: socket.socket, client: tuple[str, int]) -> None:
         self.server, self.config, self.sock, self.client = server, server.config, sock, client
@@ -90,8 +85,9 @@ class BlockingHTTPProtocol:
         self.sock.settimeout(SEND_TIMEOUT)
         self.sock.sendall(data)
 
-    def read_head(self) -> bytes | None:
-        """The next request head; None when the client closes or sends nothing in time."""
+    def read_head(self) -> tuple[str, bytes, str, Headers] | None:
+        """The next request head, parsed (``http1_parser.parse_request_head``); None when the
+        client closes, resets or sends nothing in time. Raises BadRequest (408: a slow head)."""
         config = self.config
         deadline, started = time.monotonic() + config.timeout_keep_alive, False
         limits = config.max_request_line, config.max_header_size, config.max_headers
@@ -101,22 +97,23 @@ class BlockingHTTPProtocol:
             try:
                 if not self.recv(deadline):
                     return None
-            except TimeoutError:
-                if started:  # RFC 9110 §15.5.9: 408 Request Timeout
+            except OSError as exc:  # a reset is the client leaving, as during the body
+                if not isinstance(exc, TimeoutError):
+                    logger.debug("client %s went away: %s", self.client, exc)
+                elif started:  # RFC 9110 §15.5.9: 408 Request Timeout
                     raise BadRequest(408, "timed out reading the request head") from None
                 return None
-        return head
+        return http1_parser.parse_request_head(head, *limits)
 
     def handle(self) -> bool:
         """Read and answer one request; True when the connection may carry another."""
         config, server = self.config, self.server
         try:
-            head = self.read_head()
-            if head is None:  # the client closed, or sent nothing in time: close quietly
+            request = self.read_head()
+            if request is None:  # the client left, or sent nothing in time: close
                 self.close()
                 return False
-            method, target, version, headers = http1_parser.parse_request_head(
-                head, config.max_request_line, config.max_header_size, config.max_headers)
+            method, target, version, headers = request
             content_length, chunked, keep_alive, expect_100 = http1_parser.body_framing(
                 version, headers)
             raw_path, query = http1.split_target(method, target)
@@ -127,9 +124,8 @@ class BlockingHTTPProtocol:
             return False
         body = BodyReader(content_length, chunked, config.max_body_size, config.max_header_size,
                           config.max_headers)
-        keep_alive = keep_alive and server.threaded and not server.stopping.is_set()
-        self.cycle = cycle = RequestResponseCycle(self, method, version, keep_alive, body,
-                                                  expect_100)
+        self.cycle = cycle = RequestResponseCycle(self, method, version,
+                                                  keep_alive and server.threaded, body, expect_100)
         if server.access_log:
             cycle.log_line = (method, raw_path, query, version)
         try:
@@ -166,8 +162,7 @@ class BlockingHTTPProtocol:
         self.sock.close()
 
     def shutdown(self) -> None:
-        """Graceful stop of this connection, by the thread that owns it: an idle one closes
-        now; a request in flight finishes first, its response saying ``Connection: close``."""
+        """Graceful stop, by the thread that owns it: close if idle, else after the response."""
         if self.cycle is None:
             self.close()
         else:
@@ -178,8 +173,7 @@ class BlockingHTTPProtocol:
 
 
 class RequestResponseCycle:
-    """One request and its response: ``wsgi.input`` on ``read_body``, ``start_response``,
-    ``write`` and the iteration of the app's result, framed by ``http1.ResponseFramer``."""
+    """One request (``wsgi.input`` on ``read_body``) and its response, framed by ``http1``."""
 
     def __init__(self, protocol: BlockingHTTPProtocol, method: str, version: str,
                  keep_alive: bool, body: BodyReader, expect_100: bool) -> None:
@@ -191,9 +185,8 @@ class RequestResponseCycle:
         self.log_line: tuple[str, bytes, bytes, str] | None = None  # method, target, version
 
     def read_body(self) -> bytes:
-        """The next body bytes (b"" at its end), never read past it; raises wsgi.ClientError.
-        The first read sends ``100 Continue`` to a client waiting for it (PEP 3333: when "the
-        application first attempts to read from the input stream")."""
+        """The next body bytes (b"" at its end); wsgi.ClientError. ``100 Continue`` goes first if
+        asked (PEP 3333: when "the application first attempts to read from the input stream")."""
         protocol, config = self.protocol, self.protocol.config
         if self.expect_100:
             self.expect_100 = False
@@ -209,24 +202,18 @@ class RequestResponseCycle:
                     raise wsgi.ClientError(0, "the client closed during the request body")
             return b""
         except (BadRequest, OSError) as exc:  # 400, 413, 431; 408 on TimeoutError; 0: gone
-            raise self.fail(exc) from None
+            raise self.fail(exc, reading=True) from None
 
     def drain_body(self) -> bool:
         """Drop what the app left of the body, as gunicorn does; False if it cannot be read."""
         with contextlib.suppress(wsgi.ClientError):
             while self.read_body():
                 pass
-            return True
-        return False
+        return self.error is None
 
     def start_response(self, status: str, headers: list[tuple[str, str]],
                        exc_info: ExcInfo | None = None) -> Callable[[bytes], None]:
-        framer = self.framer
-        code, fields, status_line = wsgi.check_response(
-            status, headers, exc_info, started=bool(framer.status), head_sent=framer.head_sent)
-        state = self.protocol.server.state  # the framer checks the rest, as for ASGI apps
-        framer.start(code, fields, state.default_headers, state.default_headers_bytes)
-        framer.parts[0] = status_line  # the app's own reason phrase
+        wsgi.start(self.framer, self.protocol.server.state, status, headers, exc_info)
         return self.write
 
     def write(self, data: bytes) -> None:  # PEP 3333's write() callable, and each result item
@@ -238,18 +225,16 @@ class RequestResponseCycle:
     def send(self, data: bytes, more_body: bool) -> None:
         framer, protocol = self.framer, self.protocol
         if not framer.head_sent:
-            if self.expect_100 and not self.body_done:
-                framer.keep_alive = False  # a body that may never come
-            if protocol.server.stopping.is_set():
-                protocol.shutdown()  # this response says Connection: close
+            # Connection: close when stopping, or when the body offered may never come
+            if protocol.server.stopping.is_set() or (self.expect_100 and not self.body_done):
+                framer.keep_alive = False
             if self.log_line:
                 access_log.log_request(protocol.client, *self.log_line, framer.status)
-        out = framer.body(data, more_body)
-        try:
-            if out:
+        if out := framer.body(data, more_body):
+            try:
                 protocol.sendall(out)
-        except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
-            raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
+            except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress
+                raise self.fail(exc, reading=False) from None
 
     # --8<-- [start:send_file]
     def send_file(self, wrapper: wsgi.FileWrapper) -> None:
@@ -262,22 +247,19 @@ class RequestResponseCycle:
             self.framer.remaining = length - self.protocol.sock.sendfile(wrapper.filelike,
                                                                          count=length)
         except OSError as exc:
-            raise self.fail(wsgi.ClientError(0, f"the client went away: {exc}")) from None
+            raise self.fail(exc, reading=False) from None
     # --8<-- [end:send_file]
 
-    def fail(self, exc: Exception) -> wsgi.ClientError:
+    def fail(self, exc: Exception, *, reading: bool) -> wsgi.ClientError:
         """The body cannot be read or the client left: no next request on this connection."""
-        if not isinstance(exc, wsgi.ClientError):  # RFC 9110 §15.5.9: 408 for a body too slow
-            status = 408 if isinstance(exc, TimeoutError) else getattr(exc, "status", 0)
-            exc = wsgi.ClientError(status, str(exc) or "timed out reading the body")
-        self.error, self.body_done, self.framer.keep_alive = exc, True, False
-        return exc
+        self.error = error = wsgi.client_error(exc, reading=reading)
+        self.body_done, self.framer.keep_alive = True, False
+        return error
 
     # --8<-- [start:run_wsgi]
     def run_wsgi(self, environ: Environ) -> bool:
         """Run the app and send its response; True when the connection may carry another.
-        Whatever the app raises stays here: 500 when no byte of the response is out, else
-        close; the result's ``close()`` is always called (PEP 3333)."""
+        Whatever the app raises stays here: 500 when no byte of the response is out, else close."""
         result: Iterable[bytes] | None = None
         framer = self.framer  # framer.status: 0 until start_response accepted a status
         try:
@@ -296,16 +278,12 @@ class RequestResponseCycle:
             self.send(b"", False)
             return self.finish()
         except BaseException as exc:  # SystemExit too: one app must not stop the server
-            if self.error is not None:  # the client's doing, not the app's
-                logger.debug("client %s: %s", self.protocol.client, self.error)
-            else:
+            if self.error is None:  # else the client's doing, not the app's: a debug line
                 logger.error("Exception in WSGI application", exc_info=exc)
         finally:
-            try:
-                getattr(result, "close", lambda: None)()
-            except BaseException as exc:
-                logger.error("Exception in the WSGI result's close()", exc_info=exc)
-        self.protocol.send_error(500 if self.error is None else self.error.status, "the app failed")
+            wsgi.close_result(result)  # PEP 3333: whatever happened
+        error = self.error  # None: the app failed
+        self.protocol.send_error(error.status if error else 500, str(error or "the app failed"))
         return False
     # --8<-- [end:run_wsgi]
 
@@ -338,18 +316,17 @@ class WSGIServer:
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = socket.socketpair()  # a pool thread wakes the main thread
         self.returned: queue.SimpleQueue[BlockingHTTPProtocol] = queue.SimpleQueue()  # pool done
-        # Idle, watched by the main thread, each with the time it closes, oldest first (now +
-        # a constant, as gunicorn's keep-alive queue): a wake-up looks at the front only. A scan
-        # of all took wrk -c10 from 16k to 5-6k req/s with 3,000 idle. Not a dict: finding its
-        # first key skips the deleted ones before it.
+        # Idle, watched by the main thread, with the time each closes, oldest first (as gunicorn's
+        # keep-alive queue): a wake-up looks at the front only (a scan of all took wrk -c10 from
+        # 16k to 5-6k req/s with 3,000 idle); not a dict, whose first key skips deleted ones.
         self.idle: collections.OrderedDict[BlockingHTTPProtocol, float] = collections.OrderedDict()
         self.busy: dict[concurrent.futures.Future[None], BlockingHTTPProtocol] = {}  # in the pool
         self.last_tick = time.monotonic()
         self.wakeups = self.idle_checked = 0  # select() returns; idle connections looked at
 
     def work(self, protocol: BlockingHTTPProtocol) -> None:
-        """Answer the requests on ``protocol`` until none is waiting; in gthread, then hand it
-        back to the main thread (a sync connection never stays alive: ``handle`` closes it)."""
+        """Answer the requests on ``protocol`` until none is waiting, then (gthread) hand it back
+        to the main thread; nothing it raises leaves here (sync runs it on the main thread)."""
         try:
             while protocol.handle():  # False once stopping: that response said Connection: close
                 if not protocol.buffer:  # nothing pipelined: back to the main thread's watch
@@ -404,8 +381,7 @@ class WSGIServer:
                 self.last_tick = now
                 self.state.refresh_default_headers()
         # After the DRAIN: close what is still idle, let requests in flight finish, shut the rest.
-        for protocol in list(self.idle):
-            self.unwatch(protocol)
+        for protocol in self.idle:  # the selector closes with the server
             protocol.shutdown()  # idle: closes now
         busy = dict(self.busy)
         _, pending = concurrent.futures.wait(busy, timeout=config.timeout_graceful_shutdown)
@@ -430,9 +406,8 @@ class WSGIServer:
 def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
           ready: Callable[[tuple[str, int]], object] | None = None,
           shutdown: threading.Event | None = None) -> None:
-    """Block serving ``app`` until ``shutdown`` (a ``threading.Event``) is set, or SIGINT or
-    SIGTERM when none is given; on ``sock`` if given, else on host:port (OSError if it cannot
-    bind); ``ready`` is called with the bound ``(host, port)``. Tests run it in a thread."""
+    """Serve ``app`` until ``shutdown`` is set (none given: SIGINT or SIGTERM), on ``sock`` or
+    else host:port (OSError if it cannot bind); ``ready`` gets the bound ``(host, port)``."""
     if config.worker_class not in ("sync", "gthread"):
         raise ValueError(f"worker_class is 'sync' or 'gthread', not {config.worker_class!r}")
     if shutdown is None:
