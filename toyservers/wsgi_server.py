@@ -263,7 +263,7 @@ class RequestResponseCycle:
         result: Iterable[bytes] | None = None
         framer = self.framer  # framer.status: 0 until start_response accepted a status
         try:
-            result = self.protocol.server.app(environ, self.start_response)
+            result = self.protocol.server.state.app(environ, self.start_response)
             if isinstance(result, (list, tuple)) and len(result) == 1 and framer.status:
                 self.send(result[0], False)  # the whole body: a Content-Length frames it
                 return self.finish()
