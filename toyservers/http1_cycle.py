@@ -27,7 +27,6 @@ Compare with: uvicorn/protocols/http/httptools_impl.py and h11_impl.py (``Reques
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -36,8 +35,6 @@ from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
 from toyservers.protocol import HTTPProtocol
 from toyservers.state import ServerState
-
-logger = logging.getLogger("toyservers.error")
 
 
 class Framer(Protocol):
