@@ -46,7 +46,7 @@ from toyservers._types import ASGIApp, Message, Scope
 from toyservers.anyio_serving import GONE, StreamProtocol
 from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
-from toyservers.h11_checks import H11Framer
+from toyservers.h11_checks import H11Framer, H11Steps
 from toyservers.http1_cycle import RequestResponseCycle as HTTP1Cycle
 from toyservers.lifespan import Lifespan, LifespanFailure
 from toyservers.state import ServerState
@@ -62,7 +62,7 @@ MAX_EVENTS = 512  # events pulled out of h11 before other tasks get a turn (as t
 # --- Protocol interface ---------------------------------------------------------------------------
 
 
-class AnyioProtocol(StreamProtocol):
+class AnyioProtocol(H11Steps, StreamProtocol):
     """One HTTP/1.1 connection: its task reads requests into h11 and starts their cycles
     (``StreamProtocol``: the connection's task, deadlines, writes and close path)."""
 
@@ -188,11 +188,14 @@ class AnyioProtocol(StreamProtocol):
         """Nothing yet: the response's last bytes are still in the outbox. The cycle's ``send``
         calls ``after_response`` once they are written (closing first would lose them)."""
 
-    def after_response(self) -> None:
-        """Close, start the next cycle, or read and drop the rest of an unread body."""
-        assert self.cycle is not None
-        h11_checks.after_response(self.conn, self.cycle.framer.keep_alive,
-                                  self.close, self.start_next_cycle, self.resume_reading)
+    # Close, start the next cycle, or read and drop the rest of an unread body (h11_checks).
+    after_response = H11Steps.next_step
+
+    def end_connection(self) -> None:
+        self.close()
+
+    def drain_body(self) -> None:
+        self.resume_reading()
 
     def unread_body(self) -> int | None:
         assert self.cycle is not None

@@ -39,6 +39,7 @@ from toyservers._types import ASGIApp
 from toyservers.config import Config
 from toyservers.h11_checks import (
     H11Framer,
+    H11Steps,
     fields_status,
     protocol_error_status,
     request_scope,
@@ -57,7 +58,7 @@ MAX_EVENTS = 512
 # --- Protocol interface ---------------------------------------------------------------------------
 
 
-class H11Protocol(HTTP1Protocol):
+class H11Protocol(H11Steps, HTTP1Protocol):
     """One HTTP/1.1 connection: feeds h11, starts a ``RequestResponseCycle`` per request
     (``HTTP1Protocol``: the cycle, the close path; ``HTTPProtocol``: the bookkeeping)."""
 
@@ -195,11 +196,14 @@ class H11Protocol(HTTP1Protocol):
     # The shared RequestResponseCycle's hooks (toyservers.http1_cycle); its framer is h11's
     # (H11Framer), so h11 frames every response.
 
-    def on_response_complete(self) -> None:
-        """Close, start the next cycle, or read and drop the rest of an unread body."""
-        assert self.cycle is not None
-        h11_checks.after_response(self.conn, self.cycle.framer.keep_alive,
-                                  self.lingering_close, self.start_next_cycle, self.handle_events)
+    # Close, start the next cycle, or read and drop the rest of an unread body (h11_checks).
+    on_response_complete = H11Steps.next_step
+
+    def end_connection(self) -> None:
+        self.lingering_close()
+
+    def drain_body(self) -> None:
+        self.handle_events()
 
     def resume_reading(self) -> None:
         if self.flow.read_paused:
