@@ -348,8 +348,9 @@ class BodyReader:
     def feed(self, buffer: bytearray, limit: int = HIGH_WATER_LIMIT) -> bytes:
         decoder = self.decoder
         if decoder is None:  # counted: take what is there, up to what is owed
-            data = take_counted(buffer, self.remaining or 0)
-            self.remaining = remaining = (self.remaining or 0) - len(data)
+            remaining = self.remaining or 0
+            data = take_counted(buffer, remaining)
+            self.remaining = remaining = remaining - len(data)
             self.done = not remaining
             return data
         data = decoder.feed(buffer, limit)
