@@ -80,6 +80,8 @@ EXAMPLES: dict[str, bytes] = {
     "llhttp refuses BWS in a chunk extension":
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\t;a\r\nhi\r\n0\r\n\r\n",
     "we refuse an unfinished head h11 still waits on": b"GET / HTTP/1.1\r\nHost: a\x00",
+    "llhttp accepts an empty chunk-extension value":
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2;a=\r\nhi\r\n0\r\n\r\n",
 }
 
 

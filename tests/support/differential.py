@@ -381,6 +381,17 @@ def _no_chunk_extensions(data: bytes) -> bytes:
     return data[:end] + re.sub(rb"(?m)^([0-9A-Fa-f]+);[^\n]*\r\n", rb"\1\r\n", data[end:])
 
 
+def _no_empty_extension_values(data: bytes) -> bytes:
+    """The body's chunk lines without the extensions whose value is empty (``;a=``): llhttp
+    reads past them."""
+    match = _HEAD_END.search(data)
+    if match is None:
+        return data
+    end = match.end()
+    return data[:end] + re.sub(rb"(?m)^([0-9A-Fa-f]+(?:;[^\r\n]*?)?);[!#$%&'*+.^_`|~0-9A-Za-z-]+="
+                               rb"(?=;|\r\n)", rb"\1", data[end:])
+
+
 def _no_trailer_controls(data: bytes) -> bytes:
     """The trailer section with its control bytes (but CR, LF, HTAB and NUL) as 'x'."""
     head_end = _HEAD_END.search(data)
@@ -572,6 +583,9 @@ KNOWN_DIFFERENCES: list[Difference] = [
                  " empty list elements; 'chunked,' is the list (chunked)",
                  rewrite=_plain_chunked, lenient="us", ours_as=_te_chunked)
       for parser in ("h11", "llhttp")),
+    Difference("llhttp accepts an empty chunk-extension value", "llhttp",
+               "RFC 9112 §7.1.1: chunk-ext-val = token / quoted-string, and a token is 1*tchar,"
+               " so ';a=' is malformed; llhttp reads past it", rewrite=_no_empty_extension_values),
     *(Difference(f"{parser} refuses BWS in a chunk extension", parser,
                  "RFC 9112 §7.1.1: chunk-ext = *( BWS \";\" BWS chunk-ext-name [ BWS \"=\" BWS"
                  " chunk-ext-val ] ), and RFC 9110 §5.6.3: a recipient MUST parse for BWS and"
