@@ -25,8 +25,9 @@ from rich.console import Console
 from rich.panel import Panel
 
 from bench import report
-from bench.harness import Measurement, Method, Pinning, UsageProblem, check_port, decide_pinning
+from bench.harness import Method, Pinning, UsageProblem, check_port, decide_pinning
 from bench.machine import usable_cpus
+from bench.rounds import Measurement
 from bench.stats import summarize
 
 # --- the options several subcommands take (each gives its own default) -----------------------
@@ -35,13 +36,15 @@ Connections = Annotated[int, typer.Option(min=1, help="wrk connections.")]
 Threads = Annotated[int, typer.Option(min=1, help="wrk threads.")]
 Duration = Annotated[int, typer.Option(min=1, help="Seconds per measured run.")]
 Warmup = Annotated[int, typer.Option(min=0, help="Seconds of warm-up per row (0: none).")]
-Runs = Annotated[int, typer.Option(min=1, help="Measured runs per row.")]
+Runs = Annotated[int, typer.Option(
+    min=1, help="Measured rounds: each runs every row once, so drift falls on every row alike.")]
 Pin = Annotated[bool, typer.Option(help="Pin the server and wrk to separate CPUs.")]
 ServerCpu = Annotated[int, typer.Option(help="CPU for the server when pinned.")]
 WrkCpu = Annotated[int, typer.Option(help="CPU for wrk when pinned.")]
 Host = Annotated[str, typer.Option(help="Address the servers listen on.")]
-Port = Annotated[int, typer.Option(min=0, max=65535,
-                                   help="Port for every server (0: a free one per row).")]
+Port = Annotated[int, typer.Option(
+    min=0, max=65535, help="First port: every server is up at once, row i on PORT+i (0: a free "
+                           "one per row).")]
 
 
 def row_names(text: str, known: Sequence[str]) -> tuple[str, ...]:

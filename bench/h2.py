@@ -86,14 +86,8 @@ from bench.h2_report import (
     write_outputs,
 )
 from bench.h2load import H2Load
-from bench.harness import (
-    Pinning,
-    UsageProblem,
-    environment,
-    kept_on,
-    load_generator,
-    measure_server,
-)
+from bench.harness import Pinning, UsageProblem, environment, kept_on, load_generator
+from bench.rounds import measure_server
 from bench.wrk import Wrk
 from toyservers.registry import available, get
 

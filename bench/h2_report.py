@@ -19,8 +19,8 @@ from bench.h2_plan import (
     WORKLOADS,
     RowPlan,
 )
-from bench.harness import Measurement
 from bench.report import cell, provenance
+from bench.rounds import Measurement
 from bench.stats import no_run_columns, run_columns
 
 

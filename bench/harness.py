@@ -1,33 +1,28 @@
-"""The harness every ``bench`` experiment runs on: one way to measure a server.
+"""The harness every ``bench`` experiment runs on: how it measures, what it checks first, and
+where the figures came from.
 
-An experiment says what to run and how to report it; this module does the measuring, the
-same way for every row of every table:
+An experiment says what to run and how to report it; the harness gives it the same method for
+every row of every table:
 
-1. start the server fresh on a free port, as a subprocess pinned to one CPU
-   (:func:`decide_pinning`), and poll until it accepts a connection (never sleep);
-2. check one real request comes back right (:func:`check_echo`), so a broken row fails
-   loudly instead of measuring error pages;
-3. run a warm-up, then ``runs`` measured runs of a :class:`bench.loadgen.LoadGenerator`
-   pinned to another CPU, while a thread samples the RSS of the server's process tree
-   (:class:`RssSampler`);
-4. stop the whole process tree (SIGTERM, then SIGKILL after a grace period).
+1. :class:`Method`: the load, the repetitions, the pinning (:func:`decide_pinning`: server on
+   one CPU, load generator on another) and the address;
+2. the checks before measuring: the load generator is installed (:func:`load_generator`),
+   the port can be bound (:func:`check_port`), the servers are known
+   (:func:`validate_servers`), and one real request comes back right (:func:`check_echo`),
+   so a broken row fails loudly instead of measuring error pages;
+3. the measuring itself, in interleaved rounds (:mod:`bench.rounds`): every row's server
+   started, checked and warmed up, then round 1 of every row, round 2 of every row, and so on,
+   each run sampling the RSS and CPU time of the server's process tree;
+4. the provenance every results.json records (:func:`environment`): machine, Python, package
+   versions, the load generator, and the project's git commit (:func:`git_state`).
 
-A failure at any step ends that row as ``failed`` with the reason and the server's log tail
-(:class:`Measurement`); the experiment goes on with its next row.
-
-An experiment is then a short loop. ``bench workers``, for one, would be::
+An experiment is then a short list. ``bench workers``, for one, could be::
 
     generator = load_generator("wrk")
-    for n in (1, 2, 4):
-        port = method.pick_port()
-        argv = get("uvicorn").command("apps.asgi_user:app", method.host, port, workers=n)
-        rows.append(measure_server(argv, port, label=f"uvicorn x{n}", method=method,
-                                   pinning=pinning, generator=generator, log_path=...))
-
-and ``bench h2`` the same over the servers whose ``protocols`` hold ``"h2c"``, with an
-h2load generator. :func:`environment` gives
-the provenance every results.json records: machine, Python, package versions, the load
-generator, and the project's git commit (:func:`git_state`).
+    contenders = [Contender(f"uvicorn x{n}", partial(argv_for, n), generator,
+                            method.load(method.duration), logs / f"x{n}.log")
+                  for n in (1, 2, 4)]
+    measurements = measure_rounds(contenders, method, pinning)
 """
 
 from __future__ import annotations
@@ -37,28 +32,23 @@ import json
 import os
 import socket
 import subprocess
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from apps.user import SAMPLE_BODY
 from bench import loadgen
-from bench.loadgen import Load, LoadGenerator, LoadGenError, RunSummary
+from bench.loadgen import Load, LoadGenerator
 from bench.machine import machine_info, package_versions, python_info
-from bench.process import ServerProcess, ServerStartError, free_port, tree_rss
+from bench.process import free_port
 from toyservers.registry import SERVERS, Interface
 
 #: The repository holding this package: where ``git_state`` looks.
 ROOT = Path(__file__).resolve().parent.parent
 #: Lines of a failed server's log kept in results and shown in the terminal.
 LOG_LINES = 15
-
-RunKind = Literal["warmup", "measured"]
-Status = Literal["ok", "failed", "skipped"]
 
 
 class UsageProblem(Exception):
@@ -259,197 +249,6 @@ def check_echo(host: str, port: int, body: bytes = SAMPLE_BODY, timeout: float =
     if echoed != json.loads(body):
         return f"check request got {echoed!r}, not the echoed user"
     return None
-
-
-# --- measuring -----------------------------------------------------------------------------------
-
-
-class RssSampler:
-    """Samples the RSS of a process tree in a thread: ``with RssSampler(pid) as s: ...``.
-
-    ``peak`` is the largest sum seen, bytes; one sample is taken on enter and on exit so a
-    short run still gets a figure. ``interval`` is in seconds.
-    """
-
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
-        self.pid = pid
-        self.interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
-
-    def _sample(self) -> None:
-        self.peak = max(self.peak, tree_rss(self.pid))
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def __enter__(self) -> RssSampler:
-        self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._sample()
-
-
-@dataclass
-class Run:
-    """One load-generator run against a server: a warm-up or a measured run.
-
-    Attributes:
-        kind: ``"warmup"`` (not counted) or ``"measured"``.
-        command: the load generator's exact argv.
-        summary: what it reported, None when the run failed.
-        rss_peak_bytes: largest RSS of the server's process tree seen during the run, bytes.
-        error: why the run failed, else None.
-    """
-
-    kind: RunKind
-    command: list[str]
-    summary: RunSummary | None = None
-    rss_peak_bytes: int = 0
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready: the fields, with the summary expanded and its RPS."""
-        return {
-            "kind": self.kind,
-            "command": self.command,
-            "summary": self.summary.to_json() if self.summary else None,
-            "rss_peak_bytes": self.rss_peak_bytes,
-            "error": self.error,
-        }
-
-
-@dataclass
-class Measurement:
-    """What measuring one server gave: its runs, or why there are none.
-
-    Attributes:
-        status: ``"ok"``, ``"failed"`` (see ``error`` and ``log_tail``) or ``"skipped"``.
-        command: the server's exact argv.
-        runs: every run, warm-up included, in order.
-        error: one line saying what failed, else None.
-        log_tail: the last lines the server printed, when it failed.
-    """
-
-    status: Status = "ok"
-    command: list[str] = field(default_factory=list)
-    runs: list[Run] = field(default_factory=list)
-    error: str | None = None
-    log_tail: str | None = None
-
-    @property
-    def measured(self) -> list[RunSummary]:
-        """The summaries of the measured runs that completed."""
-        return [r.summary for r in self.runs if r.kind == "measured" and r.summary is not None]
-
-    @property
-    def rss_peak_bytes(self) -> int:
-        """The largest RSS of the server's process tree over the measured runs, bytes."""
-        return max((r.rss_peak_bytes for r in self.runs if r.kind == "measured"), default=0)
-
-
-class Progress(Protocol):
-    """Where the harness reports progress: a description per step, one tick per run."""
-
-    def update(self, description: str) -> None:
-        """Say what is happening now."""
-        ...
-
-    def advance(self, steps: int = 1) -> None:
-        """Count ``steps`` load-generator runs as done (or skipped)."""
-        ...
-
-
-class NoProgress:
-    """A :class:`Progress` that reports nothing."""
-
-    def update(self, description: str) -> None:
-        """Ignore ``description``."""
-
-    def advance(self, steps: int = 1) -> None:
-        """Ignore ``steps``."""
-
-
-def run_once(generator: LoadGenerator, url: str, load: Load, *, kind: RunKind, pid: int,
-             cpu: int | None) -> Run:
-    """One run of ``generator`` on ``url`` while sampling the RSS of process tree ``pid``.
-
-    A failed run comes back with ``error`` set and no summary; it does not raise.
-    """
-    run = Run(kind, generator.command(url, load, cpu=cpu))
-    try:
-        with RssSampler(pid) as sampler:
-            run.summary = generator.run(url, load, cpu=cpu)
-        run.rss_peak_bytes = sampler.peak
-    except LoadGenError as exc:
-        run.error = str(exc)
-    return run
-
-
-def measure_server(argv: list[str], port: int, *, label: str, method: Method,
-                   pinning: Pinning, generator: LoadGenerator, log_path: Path,
-                   progress: Progress | None = None,
-                   check: Callable[[str, int], str | None] = check_echo,
-                   cwd: Path | None = None, env: dict[str, str] | None = None) -> Measurement:
-    """Measure one server: start ``argv`` (listening on ``method.host:port``), check it, warm
-    up, run ``method.runs`` measured runs, stop its process tree.
-
-    ``check(host, port)`` returns None when the server answers right, else the problem.
-    ``env`` adds variables to the server's environment (the app's settings).
-    ``label`` names the server in progress lines; its output goes to ``log_path``. Never
-    raises for a server or a run that fails: the :class:`Measurement` says what happened.
-    ``env`` adds environment variables to the server's (e.g. where its upstream is).
-    """
-    report = progress if progress is not None else NoProgress()
-    result = Measurement(command=argv)
-    report.update(f"{label}: starting")
-    server = ServerProcess(argv, host=method.host, port=port, cpu=pinning.server_cpu,
-                           startup_timeout=method.startup_timeout, log_path=log_path, cwd=cwd,
-                           env=env)
-    try:
-        server.start()
-    except ServerStartError as exc:
-        report.advance(method.steps)
-        result.status, result.log_tail = "failed", server.log_tail(LOG_LINES)
-        result.error = f"server did not start ({str(exc).splitlines()[0]})"
-        return result
-    try:
-        problem = check(method.host, port)
-        if problem is not None:
-            report.advance(method.steps)
-            result.status, result.error = "failed", problem
-            result.log_tail = server.log_tail(LOG_LINES)
-            return result
-        url = f"http://{method.host}:{port}/"
-        kinds: list[tuple[RunKind, int]] = [("warmup", method.warmup)] if method.warmup else []
-        kinds += [("measured", method.duration)] * method.runs
-        measured = 0
-        for kind, seconds in kinds:
-            if kind == "measured":
-                measured += 1
-                report.update(f"{label}: run {measured}/{method.runs}")
-            else:
-                report.update(f"{label}: warm-up")
-            run = run_once(generator, url, method.load(seconds), kind=kind, pid=server.pid,
-                           cpu=pinning.load_cpu)
-            result.runs.append(run)
-            if run.error is not None:
-                result.status = "failed"
-                result.error = f"{generator.name} failed: {run.error}"
-                result.log_tail = server.log_tail(LOG_LINES)
-                report.advance(method.steps - len(result.runs) + 1)
-                return result
-            report.advance()
-        return result
-    finally:
-        server.stop()
 
 
 # --- provenance ----------------------------------------------------------------------------------

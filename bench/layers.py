@@ -29,12 +29,16 @@ from source against libev; where it is not installed its rows are left out with 
 in: ``--compare toy-httptools --compare-layers asgi,starlette`` also measures Starlette on
 toy-httptools beside Starlette on ``--server``, in the same run.
 
-Method (:mod:`bench.harness`, the same for every experiment): each row starts its server
-fresh on a free port (pinned to one CPU, wrk to another), checks one real request comes back
-as the echoed JSON, runs a warm-up and then ``--runs`` measured wrk runs while a thread
-samples the RSS of the server's process tree, and stops the whole tree. A row that fails is
-reported with its log tail and the run goes on. This module only says which rows to measure
-and how to report them.
+Method (:mod:`bench.harness` and :mod:`bench.rounds`, the same for every experiment): every
+row's server starts on a free port (pinned to one CPU, wrk to another), is checked with one
+real request (the echoed JSON) and warmed up; then ``--runs`` interleaved rounds each run wrk
+once against every row, while a thread samples the RSS of the server's process tree and its
+CPU time is read before and after; then every server stops. A row that fails is reported with
+its log tail and the run goes on. Interleaving is what makes the comparisons honest on a
+machine whose speed drifts: µs added and % of below are computed within each round, against
+the row below's run of the same round, and reported as the median with min…max; when the
+rounds disagree on which row is faster, the table says ``noise`` instead of a figure. This
+module only says which rows to measure and how to report them.
 
 The "layer below" that µs added and % of below compare with: the ``bare`` row compares with
 ``asyncio``, and the other ``asgi`` rows with ``bare`` (with ``asyncio`` when there is no bare
@@ -82,12 +86,13 @@ from bench.harness import (
     environment,
     kept_on,
     load_generator,
-    measure_server,
     validate_servers,
 )
 from bench.layers_report import HEADERS, RIGHT, how_it_ran, table_cells, write_outputs
 from bench.loadgen import LoadGenerator
 from bench.native import NativeBuild, ensure_axum
+from bench.report import noise_notes
+from bench.rounds import Contender, measure_rounds
 from bench.rows import RowPlan, RowResult, row_json
 from bench.wrk import POST_JSON
 from toyservers.registry import SERVERS, get
@@ -274,28 +279,26 @@ def bjoern_status() -> tuple[bool, str]:
     return True, f"bjoern {get('bjoern').version()}: built from source against libev"
 
 
-def measure_row(plan: RowPlan, settings: Settings, pinning: Pinning, generator: LoadGenerator,
-                axum_binary: Path | None, logs: Path, progress: Progress,
-                task: Any) -> RowResult:
-    """Measure one row with the harness (:func:`bench.harness.measure_server`)."""
-    port = settings.pick_port()
-    argv = server_argv(plan, settings.host, port, axum_binary)
-    measurement = measure_server(
-        argv, port, label=f"{plan.layer} ({plan.server})", method=settings, pinning=pinning,
-        generator=generator, log_path=logs / f"{plan.layer}-{plan.server}.log",
-        progress=report.RichProgress(progress, task))
-    return RowResult(plan, measurement)
+def contender(plan: RowPlan, settings: Settings, generator: LoadGenerator,
+              axum_binary: Path | None, logs: Path) -> Contender:
+    """How the rounds measure ``plan``'s row (:mod:`bench.rounds`)."""
+    return Contender(f"{plan.layer} ({plan.server})",
+                     lambda port: server_argv(plan, settings.host, port, axum_binary),
+                     generator, settings.load(settings.duration),
+                     logs / f"{plan.layer}-{plan.server}.log")
 
 
 def measure_all(plans: list[RowPlan], settings: Settings, pinning: Pinning,
                 generator: LoadGenerator, axum_binary: Path | None, logs: Path,
-                progress: Progress, task: Any, results: list[RowResult]) -> None:
-    """Measure ``plans`` in order, appending to ``results`` and printing one line per row."""
-    for plan in plans:
-        result = measure_row(plan, settings, pinning, generator, axum_binary, logs, progress,
-                             task)
-        results.append(result)
-        print_outcome(progress.console, f"{plan.layer} ({plan.server})", result.measurement)
+                progress: Progress) -> list[RowResult]:
+    """Measure ``plans`` in interleaved rounds and print one line per row."""
+    contenders = [contender(plan, settings, generator, axum_binary, logs) for plan in plans]
+    task = progress.add_task("starting", total=settings.steps * len(plans))
+    measurements = measure_rounds(contenders, settings, pinning,
+                                  report.RichProgress(progress, task))
+    for c, measurement in zip(contenders, measurements, strict=True):
+        print_outcome(progress.console, c.label, measurement)
+    return [RowResult(plan, m) for plan, m in zip(plans, measurements, strict=True)]
 
 
 def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
@@ -325,11 +328,9 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             plans = [p for p in plans if (p.spec or p.server) != "bjoern"]
     logs = logs_folder(out)
     started = datetime.now(UTC)
-    results: list[RowResult] = []
     with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
-        task = progress.add_task("starting", total=settings.steps * len(plans))
-        measure_all(plans, settings, pinning, generator, native.binary, logs, progress, task,
-                    results)
+        results = measure_all(plans, settings, pinning, generator, native.binary, logs,
+                              progress)
     return {
         "experiment": "layers",
         "date": started.isoformat(timespec="seconds"),
@@ -412,7 +413,7 @@ def command(
         data = measure(settings, console, out)
     finish(console, errors, "bench layers: the cost of each layer", HEADERS,
            table_cells(data["rows"]), how_it_ran(data), RIGHT, data["rows"],
-           lambda: write_outputs(out, data))
+           lambda: write_outputs(out, data), noise_notes(data["rows"]))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.report import cell, provenance
+from bench.report import added_cell, cell, noise_notes, pct_cell, provenance
 
 HEADERS = ["Layer", "Server", "RPS", "min–max", "p50 ms", "p99 ms", "Errors", "RSS MB",
-           "µs/req", "µs added", "% of below"]
-RIGHT = [False, False, True, True, True, True, True, True, True, True, True]
+           "µs/req", "CPU µs/req", "µs added", "% of below"]
+RIGHT = [False, False, True, True, True, True, True, True, True, True, True, True]
 
 
 def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -26,16 +26,15 @@ def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
     cells = []
     for row in rows:
         if row["status"] != "ok" or row["rps_median"] is None:
-            cells.append([row["layer"], row["server"], row["status"], *["–"] * 8])
+            cells.append([row["layer"], row["server"], row["status"], *["–"] * 9])
             continue
         flag = " *" if row["spread_flag"] else ""
-        signed = "+,.1f"
         cells.append([
             row["layer"], row["server"], f"{row['rps_median']:,.0f}{flag}",
             f"{row['rps_min']:,.0f}–{row['rps_max']:,.0f}",
             cell(row["p50_ms"], ".2f"), cell(row["p99_ms"], ".2f"), f"{row['errors']:,}",
             cell(row["rss_peak_mb"], ".1f"), cell(row["us_per_request"], ".1f"),
-            cell(row["us_added"], signed), cell(row["pct_of_below"], ".1f", " %"),
+            cell(row.get("cpu_us_per_request"), ".1f"), added_cell(row), pct_cell(row),
         ])
     return cells
 
@@ -57,8 +56,13 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
     lines.append(
         f"{generator} {data[generator]['version']}: {s['threads']} thread(s), "
         f"{s['connections']} connections, {s['duration_s']} s per run, {s['warmup_s']} s "
-        f"warm-up, {s['runs']} run(s) per row; RPS is the median, with min–max over runs"
+        f"warm-up, then {s['runs']} interleaved round(s) (one run of every row per round, "
+        "every server up throughout); RPS is the median, with min–max over rounds"
     )
+    lines.append("CPU µs/req: the server's process tree's user + system CPU time over each "
+                 "run divided by its requests (median); µs added and % of below are computed "
+                 "in each round against the row below's run of the same round, then given as "
+                 "the median (min…max over rounds)")
     layers = ", ".join(s.get("compare_layers", ["asgi"]))
     lines.append(f"ASGI rows on {s['server']}; compared in the {layers} rows: "
                  + (", ".join(s["compare"]) if s["compare"] else "none"))
@@ -89,8 +93,17 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
         footnote += ("wsgi with asyncio (no bare WSGI baseline exists: the raw row is the same "
                      "endpoint with no server and no interface, so a wsgi row's µs added is "
                      "its whole server), flask with wsgi on the same server; ")
-    lines.append(footnote + "* marks runs spread more than 10 %")
+    lines.append(footnote + "* marks runs spread more than 10 %; noise (a…b) marks a "
+                 "comparison whose rounds disagree on which row is faster")
     return lines
+
+
+def notes_of(rows: list[dict[str, Any]]) -> list[str]:
+    """The notes under the table: each failed or skipped row, then each comparison the
+    machine was too noisy to decide (:func:`bench.report.noise_notes`)."""
+    failed = [f"{r['layer']} ({r['server']}) {r['status']}: {r['error']}"
+              for r in rows if r["status"] != "ok"]
+    return failed + noise_notes(rows)
 
 
 def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
@@ -98,8 +111,7 @@ def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
     rows = data["rows"]
     cells = table_cells(rows)
     how = how_it_ran(data)
-    notes = [f"{r['layer']} ({r['server']}) {r['status']}: {r['error']}"
-             for r in rows if r["status"] != "ok"]
+    notes = notes_of(rows)
     json_path, md_path, png_path = out / "results.json", out / "results.md", out / "layers.png"
     report.write_json(json_path, data)
     report.write_markdown(md_path, "bench layers: the cost of each layer", how, HEADERS, cells,

@@ -59,18 +59,10 @@ from bench.command import (
     print_outcome,
     user_mistakes,
 )
-from bench.harness import (
-    Measurement,
-    Method,
-    UsageProblem,
-    environment,
-    fetch,
-    kept_on,
-    load_generator,
-    measure_server,
-)
+from bench.harness import Method, UsageProblem, environment, fetch, kept_on, load_generator
 from bench.layers import bjoern_status
 from bench.report import cell, load_published, provenance
+from bench.rounds import Measurement, measure_server
 from bench.rows import RowPlan, RowResult, row_json
 from bench.wrk_get import GET_BEARER, WrkGet
 from toyservers.registry import SERVERS, get

@@ -89,6 +89,24 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of ``pid`` and all its descendants, seconds (0.0 if it is
+    gone); the children it has already reaped count too (a worker that was recycled)."""
+    try:
+        parent = psutil.Process(pid)
+        procs = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
 class ServerProcess:
     """A server subprocess: ``with ServerProcess(argv, port=p) as server: ...``.
 

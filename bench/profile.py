@@ -60,13 +60,13 @@ from bench.harness import (
     environment,
     kept_on,
     load_generator,
-    run_once,
 )
 from bench.layers import APPS
 from bench.loadgen import Load, LoadGenerator
 from bench.machine import usable_cpus
 from bench.process import ServerProcess, ServerStartError, free_port, kill_tree
 from bench.profile_report import report_files, write_pyinstrument
+from bench.rounds import run_once
 from bench.wrk import POST_JSON
 from toyservers.registry import SERVERS
 

@@ -89,6 +89,49 @@ def cell(value: float | None, spec: str = ".1f", suffix: str = "") -> str:
     return "–" if value is None else f"{value:{spec}}{suffix}"
 
 
+def added_cell(row: dict[str, Any]) -> str:
+    """The "µs added" cell of a compared row (:func:`bench.stats.comparison_columns`): the
+    median over rounds with the rounds' min…max, or ``noise`` and the range when the rounds
+    disagree on the sign, so a difference the machine's noise could have made is never
+    printed as a fact."""
+    if row.get("us_added") is None:
+        return "–"
+    spread = f"{row['us_added_min']:+.1f}…{row['us_added_max']:+.1f}"
+    if row.get("noisy"):
+        return f"noise ({spread})"
+    if row.get("rounds_compared", 0) < 2:
+        return f"{row['us_added']:+.1f}"
+    return f"{row['us_added']:+.1f} ({spread})"
+
+
+def pct_cell(row: dict[str, Any]) -> str:
+    """The "% of below" cell: the median over rounds with their min–max, ``*`` when they
+    spread more than :data:`bench.stats.SPREAD_LIMIT`."""
+    if row.get("pct_of_below") is None:
+        return "–"
+    if row.get("rounds_compared", 0) < 2:
+        return f"{row['pct_of_below']:.1f} %"
+    flag = " *" if row.get("pct_spread_flag") else ""
+    return f"{row['pct_of_below']:.1f} % ({row['pct_min']:.0f}–{row['pct_max']:.0f}){flag}"
+
+
+def noise_notes(rows: list[dict[str, Any]], first: str = "layer",
+                exact: str = "bench layers --count instructions") -> list[str]:
+    """One sentence per compared row whose rounds disagree on which row is faster, naming
+    the rows as "<first> (<server>)"; ``exact`` names the command that counts instead."""
+    notes = []
+    for row in rows:
+        if row.get("noisy"):
+            layer, server = str(row["below"]).split("/", 1)
+            notes.append(
+                f"{row[first]} ({row['server']}) against {layer} ({server}): the rounds gave "
+                f"{row['us_added_min']:+.1f} to {row['us_added_max']:+.1f} µs added, so this "
+                "run cannot say which is faster; the machine was too noisy for that claim "
+                f"(try more --runs, a quieter machine, or {exact}, which counts "
+                "instructions instead of timing)")
+    return notes
+
+
 def provenance(data: dict[str, Any]) -> list[str]:
     """The machine line and the git line of a results.json's content (``machine``,
     ``python``, ``date``, ``git`` as :func:`bench.harness.environment` records them)."""

@@ -11,8 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.harness import Measurement
-from bench.stats import no_run_columns, pct_of_below, run_columns, us_added, us_per_request
+from bench.rounds import Measurement
+from bench.stats import (
+    comparison_columns,
+    no_comparison_columns,
+    no_run_columns,
+    run_columns,
+    us_per_request,
+)
 
 
 @dataclass(frozen=True)
@@ -50,11 +56,10 @@ def row_json(result: RowResult, below: dict[str, Any] | None) -> dict[str, Any]:
     Keys: ``layer``, ``server``, ``interface`` (``"asgi"``, ``"wsgi"``, None for axum and
     asyncio), ``threads`` (app threads asked of the server, else None), ``description``,
     ``app``, ``status``, ``error``, ``log_tail``, ``command``; the measured runs' columns
-    (:func:`bench.stats.run_columns`: ``rps_median``, ``rps_runs``, ``rps_min``, ``rps_max``,
-    ``spread_pct``, ``spread_flag``, ``p50_ms``, ``p90_ms``, ``p99_ms``, ``errors``,
-    ``errors_by_kind``, ``rss_peak_mb``); ``us_per_request``, ``us_added``, ``pct_of_below``
-    and ``below`` (``"layer/server"``), None where they do not apply; ``runs`` (every run,
-    warm-ups included).
+    (:func:`measured_columns`); ``us_per_request`` (1e6 / median RPS); the columns comparing
+    it with ``below`` round by round (:func:`bench.stats.comparison_columns`: ``us_added``,
+    ``pct_of_below``, their min and max, ``noisy``) and ``below`` (``"layer/server"``), None
+    where they do not apply; ``runs`` (every run, warm-ups included).
     """
     plan, measurement = result.plan, result.measurement
     row: dict[str, Any] = {
@@ -62,14 +67,28 @@ def row_json(result: RowResult, below: dict[str, Any] | None) -> dict[str, Any]:
         "threads": plan.threads, "description": plan.description,
         "app": plan.app, "status": measurement.status, "error": measurement.error,
         "log_tail": measurement.log_tail, "command": measurement.command,
-        **no_run_columns(), "us_per_request": None, "us_added": None, "pct_of_below": None,
+        **no_run_columns(), "us_per_request": None, **no_comparison_columns(),
         "below": f"{below['layer']}/{below['server']}" if below else None,
         "runs": [run.to_json() for run in measurement.runs],
     }
     if measurement.status != "ok" or not measurement.measured:
         return row
-    row.update(run_columns(measurement.measured, measurement.rss_peak_bytes))
-    rps, below_rps = row["rps_median"], below["rps_median"] if below else None
-    row.update({"us_per_request": us_per_request(rps), "us_added": us_added(rps, below_rps),
-                "pct_of_below": pct_of_below(rps, below_rps)})
+    row.update(measured_columns(measurement))
+    row["us_per_request"] = us_per_request(row["rps_median"])
+    row.update(comparison_columns(row, below))
     return row
+
+
+def measured_columns(measurement: Measurement) -> dict[str, Any]:
+    """The columns of a measurement's completed measured runs
+    (:func:`bench.stats.run_columns`: ``rps_median``, ``rps_runs``, ``rps_min``, ``rps_max``,
+    ``spread_pct``, ``spread_flag``, ``p50_ms``, ``p90_ms``, ``p99_ms``, ``errors``,
+    ``errors_by_kind``, ``rss_peak_mb``, ``rounds``, ``cpu_us_per_request``, ``cpu_us_runs``).
+
+    Raises:
+        ValueError: it has no completed measured run.
+    """
+    runs = measurement.measured_runs
+    return run_columns(measurement.measured, measurement.rss_peak_bytes,
+                       [r.round if r.round is not None else i for i, r in enumerate(runs)],
+                       [r.cpu_us_per_request for r in runs])

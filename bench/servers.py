@@ -64,19 +64,10 @@ from bench.command import (
     print_outcome,
     user_mistakes,
 )
-from bench.harness import (
-    Measurement,
-    Method,
-    Pinning,
-    UsageProblem,
-    environment,
-    fetch,
-    kept_on,
-    load_generator,
-    measure_server,
-)
+from bench.harness import Method, Pinning, UsageProblem, environment, fetch, kept_on, load_generator
 from bench.redis_server import RedisMissing, RedisServer, redis_version
 from bench.report import load_published
+from bench.rounds import Measurement, measure_server
 from bench.rows import RowPlan, RowResult, row_json
 from bench.servers_report import (
     FEATURE_HEADERS,

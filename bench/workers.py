@@ -61,20 +61,11 @@ from bench.command import (
     row_names,
     user_mistakes,
 )
-from bench.harness import (
-    Measurement,
-    Method,
-    Pinning,
-    UsageProblem,
-    environment,
-    fetch,
-    kept_on,
-    load_generator,
-    measure_server,
-)
+from bench.harness import Method, Pinning, UsageProblem, environment, fetch, kept_on, load_generator
 from bench.loadgen import LoadGenerator
 from bench.machine import usable_cpus
 from bench.report import load_published
+from bench.rounds import Measurement, measure_server
 from bench.stats import run_columns, summarize
 from bench.workers_report import HEADERS, RIGHT, how_it_ran, table_cells, write_outputs
 from toyservers.registry import get

@@ -22,16 +22,7 @@ from rich.console import Console
 
 from apps.user import SAMPLE_BODY
 from bench import harness, layers, native, report
-from bench.harness import (
-    Measurement,
-    RssSampler,
-    Run,
-    UsageProblem,
-    check_echo,
-    decide_pinning,
-    git_state,
-    validate_servers,
-)
+from bench.harness import UsageProblem, check_echo, decide_pinning, git_state, validate_servers
 from bench.layers import (
     RowPlan,
     RowResult,
@@ -45,7 +36,8 @@ from bench.layers import (
 )
 from bench.loadgen import RunSummary
 from bench.process import ServerProcess, free_port
-from bench.stats import SPREAD_LIMIT, pct_of_below, summarize, us_added, us_per_request
+from bench.rounds import Measurement, RssSampler, Run
+from bench.stats import SPREAD_LIMIT, comparison_columns, paired, summarize, us_per_request
 from bench.wrk import POST_JSON, WrkError, parse_summary, wrk_command
 from toyservers.registry import get
 
@@ -156,10 +148,30 @@ def test_summarize_refuses_no_runs() -> None:
 def test_derived_columns() -> None:
     assert us_per_request(20_000) == pytest.approx(50.0)
     assert us_per_request(0) is None
-    assert us_added(10_000, 20_000) == pytest.approx(50.0)
-    assert us_added(10_000, None) is None
-    assert pct_of_below(10_000, 40_000) == pytest.approx(25.0)
-    assert pct_of_below(10_000, 0) is None
+
+
+def test_rows_are_compared_round_by_round() -> None:
+    pair = paired({0: 10_000.0, 1: 20_000.0}, {0: 20_000.0, 1: 40_000.0, 2: 1.0})
+    assert pair is not None and pair.rounds == 2  # round 2 has no partner
+    assert (pair.us_added.minimum, pair.us_added.maximum) == pytest.approx((25.0, 50.0))
+    assert pair.pct_of_below.median == pytest.approx(50.0) and not pair.noisy
+    assert paired({0: 10_000.0}, {1: 10_000.0}) is None
+
+
+def test_rounds_that_disagree_on_the_sign_are_noise_not_a_figure() -> None:
+    # a drift between rounds: the row is faster in one round, slower in the next
+    mine, below = {0: 11_000.0, 1: 9_000.0, 2: 10_500.0}, {0: 10_000.0, 1: 10_000.0, 2: 10_000.0}
+    row = {"rps_runs": list(mine.values()), "rounds": [0, 1, 2], "layer": "asgi",
+           "server": "toy", "below": "asgi/bare"}
+    row.update(comparison_columns(row, {"rps_runs": list(below.values()), "rounds": [0, 1, 2]}))
+    assert row["noisy"] and row["us_added"] < 0
+    assert report.added_cell(row) == "noise (-9.1…+11.1)"
+    (note,) = report.noise_notes([row])
+    assert note.startswith("asgi (toy) against asgi (bare): the rounds gave -9.1 to +11.1 µs")
+    assert "cannot say which is faster" in note
+    # one round cannot be judged: its figure is printed without a range
+    row.update(comparison_columns({"rps_runs": [9_000.0]}, {"rps_runs": [10_000.0]}))
+    assert (row["noisy"], report.added_cell(row)) == (False, "+11.1")
 
 
 # --- rows and writers, from synthetic runs -----------------------------------------------------
@@ -206,14 +218,22 @@ def test_rows_compare_each_layer_with_the_one_below() -> None:
     assert asgi["rps_runs"] == [20_000.0, 19_000.0, 21_000.0]
     assert (asgi["rps_min"], asgi["rps_max"]) == (19_000.0, 21_000.0)
     assert asgi["us_per_request"] == pytest.approx(50.0)
-    assert asgi["us_added"] == pytest.approx(50.0 - 12.5)
-    assert asgi["pct_of_below"] == pytest.approx(25.0)
+    # round by round against asyncio's runs of the same round, then the median (min, max)
+    added = [1e6 / 20_000 - 1e6 / 78_000, 1e6 / 19_000 - 1e6 / 80_000,
+             1e6 / 21_000 - 1e6 / 82_000]
+    assert asgi["us_added"] == pytest.approx(sorted(added)[1])
+    assert (asgi["us_added_min"], asgi["us_added_max"]) == pytest.approx((min(added), max(added)))
+    assert asgi["pct_of_below"] == pytest.approx(100 * 21_000 / 82_000)
+    assert (asgi["pct_min"], asgi["pct_max"]) == pytest.approx((100 * 19 / 80, 100 * 20 / 78))
+    assert asgi["rounds_compared"] == 3 and not asgi["noisy"]
     assert asgi["rss_peak_mb"] == pytest.approx(35.5)
     assert (asgi["p50_ms"], asgi["p99_ms"]) == (0.5, 2.0)
     assert rows[("starlette", "uvicorn")]["below"] == "asgi/uvicorn"
     assert rows[("starlette", "uvicorn")]["spread_flag"]
     assert rows[("starlette", "uvicorn")]["errors"] == 6
     assert rows[("fastapi", "uvicorn")]["pct_of_below"] == pytest.approx(5_000 / 12_000 * 100)
+    # starlette's rounds 10k, 12k, 14k against asgi's 20k, 19k, 21k: the median of the ratios
+    assert rows[("starlette", "uvicorn")]["pct_of_below"] == pytest.approx(100 * 12 / 19)
     assert rows[("axum", "axum")]["below"] is None
     assert rows[("asyncio", "raw")]["us_added"] is None
     failed = rows[("asgi", "toy-httptools")]
@@ -230,7 +250,8 @@ def test_table_cells_mark_spread_and_failures() -> None:
     assert cells[2][2] == "20,000"
     assert cells[3][2] == "failed"
     assert cells[4][2] == "12,000 *"
-    assert cells[2][10] == "25.0 %"
+    assert cells[2][11] == "25.6 % (24–26)"
+    assert cells[2][10] == "+37.2 (+35.4…+40.1)"
     assert all(len(c) == len(layers.HEADERS) for c in cells)
 
 
@@ -673,7 +694,8 @@ def test_bjoern_missing_is_a_note_and_its_rows_are_left_out(
     assert not installed
     assert note.startswith("bjoern rows skipped: bjoern is not installed")
     planned: list[RowPlan] = []
-    monkeypatch.setattr(layers, "measure_all", lambda plans, *args: planned.extend(plans))
+    monkeypatch.setattr(layers, "measure_all",
+                        lambda plans, *args: planned.extend(plans) or [])
     console = Console(file=io.StringIO(), width=300)
     data = layers.measure(Settings(axum=False, compare=(), wsgi=True), console, tmp_path)
     assert data["bjoern"] == {"installed": False, "note": note}

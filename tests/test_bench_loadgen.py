@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from bench import harness, loadgen, wrk
-from bench.harness import Method, Pinning, UsageProblem, measure_server
+from bench.harness import Method, Pinning, UsageProblem
 from bench.loadgen import ERROR_KINDS, PERCENTILES, Load, LoadGenerator, LoadGenError, RunSummary
 from bench.process import ServerProcess, free_port
+from bench.rounds import Contender, measure_rounds, measure_server
 from bench.wrk import POST_JSON, Wrk
 
 needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None,
@@ -147,7 +148,9 @@ def test_the_harness_measures_a_row_with_any_load_generator(tmp_path: Path) -> N
     assert result.command == raw_server(port)
     assert progress.advanced == method.steps == 3
     assert progress.descriptions == ["asyncio (raw): starting", "asyncio (raw): warm-up",
-                                     "asyncio (raw): run 1/2", "asyncio (raw): run 2/2"]
+                                     "asyncio (raw): round 1/2", "asyncio (raw): round 2/2"]
+    assert [r.round for r in result.runs] == [None, 0, 1]
+    assert all(r.cpu_seconds is not None and r.cpu_seconds >= 0 for r in result.runs)
 
 
 def test_a_failed_run_ends_the_row_with_the_generators_message(tmp_path: Path) -> None:
@@ -178,3 +181,62 @@ def test_a_server_that_does_not_start_or_answer_wrong_fails_its_row(tmp_path: Pa
                             log_path=tmp_path / "raw.log", check=lambda host, port: "wrong")
     assert (result.status, result.error, result.runs) == ("failed", "wrong", [])
     assert generator.calls == []
+
+
+# --- interleaved rounds ------------------------------------------------------------------------
+
+
+def contender(label: str, generator: FakeGenerator, tmp_path: Path, *, fresh: bool = False
+              ) -> Contender:
+    return Contender(label, raw_server, generator, Method().load(1), tmp_path / f"{label}.log",
+                     fresh=fresh)
+
+
+def test_rounds_run_every_row_once_per_round_in_a_rotating_order(tmp_path: Path) -> None:
+    order: list[str] = []
+
+    @dataclass
+    class Named(FakeGenerator):
+        def run(self, url: str, load: Load, *, cpu: int | None = None) -> RunSummary:
+            order.append(f"{self.name}{'-warm' if load.duration == 2 else ''}")
+            return super().run(url, load, cpu=cpu)
+
+    a, b, c = (Named([canned(n) for n in range(1, 5)], name=x) for x in "abc")
+    method = Method(duration=1, warmup=2, runs=3)
+    results = measure_rounds([contender(x.name, x, tmp_path) for x in (a, b, c)], method,
+                             UNPINNED)
+    assert order == ["a-warm", "b-warm", "c-warm", "a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert all(m.status == "ok" for m in results)
+    assert [[r.round for r in m.measured_runs] for m in results] == [[0, 1, 2]] * 3
+    # one server each, up throughout: the three servers listened on three ports at once
+    assert len({m.command[-1] for m in results}) == 3
+
+
+def test_a_row_that_fails_leaves_the_others_measured(tmp_path: Path) -> None:
+    good, bad = FakeGenerator([canned(5)] * 3), FakeGenerator([canned(5), "refused"])
+    progress = Recorder()
+    method = Method(warmup=0, runs=3)
+    ok, failed = measure_rounds([contender("good", good, tmp_path),
+                                 contender("bad", bad, tmp_path)], method, UNPINNED, progress)
+    assert ok.status == "ok" and len(ok.measured) == 3
+    assert (failed.status, failed.error) == ("failed", "fake failed: refused")
+    assert progress.advanced == 6
+
+
+def test_a_fresh_contender_starts_a_new_server_each_round(tmp_path: Path) -> None:
+    generator = FakeGenerator([canned(n) for n in range(1, 7)])
+    method = Method(duration=1, warmup=1, runs=3)
+    progress = Recorder()
+    (result,) = measure_rounds([contender("w", generator, tmp_path, fresh=True)], method,
+                               UNPINNED, progress)
+    assert [r.kind for r in result.runs] == ["warmup", "measured"] * 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.1.log", "w.2.log", "w.3.log"]
+    assert progress.advanced == 6
+
+
+def test_a_fixed_port_puts_each_row_on_the_next_one(tmp_path: Path) -> None:
+    base = free_port()
+    method = Method(warmup=0, runs=1, port=base)
+    results = measure_rounds([contender(x, FakeGenerator([canned(1)]), tmp_path)
+                              for x in "ab"], method, UNPINNED)
+    assert [m.command[-1] for m in results] == [str(base), str(base + 1)]

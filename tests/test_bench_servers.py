@@ -22,10 +22,10 @@ import pytest
 
 from apps import load_app, servers_app
 from bench import load, report, servers, servers_report
-from bench.harness import RssSampler
 from bench.loadgen import Load
 from bench.process import ServerProcess, free_port
 from bench.redis_server import RedisServer
+from bench.rounds import RssSampler
 from bench.wrk_get import GET_BEARER, WrkGet
 from toyservers.registry import get
 
