@@ -21,14 +21,14 @@ and, for the two HTTP/2 protocols, over a sweep of connections × streams per co
 of requests in flight). ``-m 1`` is HTTP/2 with no multiplexing: only framing and HPACK differ
 from HTTP/1.1.
 
-Method (:mod:`bench.harness`, the same for every experiment): each row starts its server fresh
-on a free port, pinned to one CPU with the load generator on the other, checks one real
-request over the row's protocol comes back right (status 200 and the expected body, and
-ALPN's ``h2`` over TLS), runs a warm-up and then ``--runs`` measured runs while a thread
-samples the RSS of the server's process tree, and stops the tree. A row that fails is
-reported with its log tail and the run goes on. RPS is the median over runs; ``× hypercorn``
-divides a row's RPS by hypercorn's in the same workload, protocol and sweep point, in the
-same run.
+Method (:mod:`bench.harness` and :mod:`bench.rounds`, the same for every experiment): every
+row's server starts on a free port, pinned to one CPU with the load generator on the other, is
+checked with one real request over the row's protocol (status 200 and the expected body, and
+ALPN's ``h2`` over TLS) and warmed up; then ``--runs`` interleaved rounds run the row's load
+generator once against every row while sampling the RSS and CPU time of each server's process
+tree; every tree stops at the end. A row that fails is reported with its log tail and the run
+goes on. RPS is the median over rounds; ``× hypercorn`` divides a row's RPS by hypercorn's in
+the same workload, protocol and sweep point, round by round, and gives the median.
 
 Goals (issue 11), checked from the rows and written with their arithmetic: toy-h2 ≥ 1.3×
 hypercorn's RPS on ``post`` at ``-m 10``, and toy-h2's peak RSS ≤ hypercorn's there.
@@ -44,6 +44,7 @@ import ssl
 import tempfile
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -70,6 +71,7 @@ from bench.h2_plan import (
     DEFAULT_SERVER,
     REFERENCE,
     WORKLOADS,
+    RowPlan,
     Settings,
     choose_servers,
     plan_rows,
@@ -87,7 +89,7 @@ from bench.h2_report import (
 )
 from bench.h2load import H2Load
 from bench.harness import Pinning, UsageProblem, environment, kept_on, load_generator
-from bench.rounds import measure_server
+from bench.rounds import Contender, measure_rounds
 from bench.wrk import Wrk
 from toyservers.registry import available, get
 
@@ -153,25 +155,30 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
 def _measure_rows(settings: Settings, servers: list[str], pinning: Pinning,
                   tls: tuple[str, str] | None, context: ssl.SSLContext | None, h2load: H2Load,
                   wrk: Wrk | None, console: Console, out: Path) -> list[RowResult]:
-    """Measure every planned row in order with the harness, one line printed per row."""
+    """Measure every planned row in interleaved rounds (:mod:`bench.rounds`), one line
+    printed per row."""
     plans = plan_rows(settings, servers)
     logs = logs_folder(out)
-    results: list[RowResult] = []
     with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
+        contenders = [Contender(
+            plan.label, partial(server_argv, plan, settings.host, tls),
+            row_generator(plan, wrk, h2load),
+            replace(settings, connections=plan.connections).load(settings.duration),
+            logs / (plan.label.replace(" ", "-").replace("/", "") + ".log"),
+            check_row(plan, context)) for plan in plans]
         task = progress.add_task("starting", total=settings.steps * len(plans))
-        for plan in plans:
-            port = settings.pick_port()
-            argv = get(plan.server).command(APP, settings.host, port,
-                                            tls=tls if plan.protocol == "h2" else None)
-            measurement = measure_server(
-                argv, port, label=plan.label, method=replace(settings,
-                                                             connections=plan.connections),
-                pinning=pinning, generator=row_generator(plan, wrk, h2load),
-                log_path=logs / (plan.label.replace(" ", "-").replace("/", "") + ".log"),
-                progress=report.RichProgress(progress, task), check=check_row(plan, context))
-            results.append(RowResult(plan, measurement))
+        measurements = measure_rounds(contenders, settings, pinning,
+                                      report.RichProgress(progress, task))
+        for plan, measurement in zip(plans, measurements, strict=True):
             print_outcome(progress.console, plan.label, measurement)
-    return results
+    return [RowResult(plan, m) for plan, m in zip(plans, measurements, strict=True)]
+
+
+def server_argv(plan: RowPlan, host: str, tls: tuple[str, str] | None, port: int
+                ) -> list[str]:
+    """The argv serving :data:`APP` for ``plan``'s row on ``host:port`` (with ``tls``, a
+    (certfile, keyfile) pair, on the ``h2`` rows)."""
+    return get(plan.server).command(APP, host, port, tls=tls if plan.protocol == "h2" else None)
 
 
 def _finish(settings: Settings, servers: list[str], notes: list[str], pinning: Pinning,

@@ -21,7 +21,8 @@ from bench.h2_plan import (
 )
 from bench.report import cell, provenance
 from bench.rounds import Measurement
-from bench.stats import no_run_columns, run_columns
+from bench.rows import measured_columns
+from bench.stats import by_round, no_run_columns, paired
 
 
 @dataclass
@@ -39,8 +40,10 @@ def row_json(result: RowResult) -> dict[str, Any]:
     ``status``, ``error``, ``log_tail``, ``command`` (the server's argv); ``rps_median``,
     ``rps_runs``, ``rps_min``, ``rps_max`` (req/s), ``spread_pct``, ``spread_flag``;
     ``p50_ms``, ``p90_ms``, ``p99_ms`` (median over runs); ``errors``, ``errors_by_kind``;
-    ``rss_peak_mb`` (10^6 bytes, the largest over measured runs); ``vs_reference`` (filled
-    by :func:`rows_json`); ``runs`` (every run with its load generator's argv).
+    ``rss_peak_mb`` (10^6 bytes, the largest over measured runs); ``rounds``,
+    ``cpu_us_per_request`` and ``cpu_us_runs`` (:func:`bench.rows.measured_columns`);
+    ``vs_reference``, ``vs_reference_min``, ``vs_reference_max`` (filled by
+    :func:`rows_json`); ``runs`` (every run with its load generator's argv).
     """
     plan, measurement = result.plan, result.measurement
     row: dict[str, Any] = {
@@ -49,12 +52,13 @@ def row_json(result: RowResult) -> dict[str, Any]:
         "tool": "wrk" if plan.protocol == "http/1.1" else "h2load",
         "status": measurement.status, "error": measurement.error,
         "log_tail": measurement.log_tail, "command": measurement.command,
-        **no_run_columns(), "vs_reference": None,
+        **no_run_columns(), "vs_reference": None, "vs_reference_min": None,
+        "vs_reference_max": None,
         "runs": [run.to_json() for run in measurement.runs],
     }
     if measurement.status != "ok" or not measurement.measured:
         return row
-    row.update(run_columns(measurement.measured, measurement.rss_peak_bytes))
+    row.update(measured_columns(measurement))
     return row
 
 
@@ -64,13 +68,18 @@ def _key(row: dict[str, Any]) -> tuple[str, str, int, int]:
 
 def rows_json(results: Sequence[RowResult]) -> list[dict[str, Any]]:
     """Every row's :func:`row_json`, with ``vs_reference``: its RPS over :data:`REFERENCE`'s
-    in the same workload, protocol and sweep point (None without both)."""
+    in the same workload, protocol and sweep point, computed in each round against the
+    reference's run of the same round, then the median (``_min``, ``_max``: over rounds;
+    None without both rows)."""
     rows = [row_json(r) for r in results]
-    reference = {_key(r): r["rps_median"] for r in rows if r["server"] == REFERENCE}
+    reference = {_key(r): r for r in rows if r["server"] == REFERENCE}
     for row in rows:
         base = reference.get(_key(row))
-        if row["rps_median"] is not None and base:
-            row["vs_reference"] = row["rps_median"] / base
+        pair = paired(by_round(row), by_round(base)) if base is not None else None
+        if pair is not None:
+            ratio = pair.pct_of_below
+            row.update(vs_reference=ratio.median / 100, vs_reference_min=ratio.minimum / 100,
+                       vs_reference_max=ratio.maximum / 100)
     return rows
 
 
@@ -97,12 +106,15 @@ def goals(rows: Sequence[dict[str, Any]], server: str = DEFAULT_SERVER) -> list[
                 out.append({"goal": goal, "protocol": protocol, "connections": connections,
                             "met": None, "arithmetic": problem})
             continue
-        ratio = mine["rps_median"] / theirs["rps_median"]
+        ratio = mine.get("vs_reference") or mine["rps_median"] / theirs["rps_median"]
+        how = (f"median over rounds of {server}/{REFERENCE} in the same round "
+               f"(medians {mine['rps_median']:,.0f} and {theirs['rps_median']:,.0f})"
+               if mine.get("vs_reference") else
+               f"{mine['rps_median']:,.0f} / {theirs['rps_median']:,.0f}")
         out.append({"goal": rps_goal, "protocol": protocol, "connections": connections,
                     "met": ratio >= GOAL_RATIO,
-                    "arithmetic": f"{mine['rps_median']:,.0f} / {theirs['rps_median']:,.0f} = "
-                                  f"{ratio:.2f}× ({'≥' if ratio >= GOAL_RATIO else '<'} "
-                                  f"{GOAL_RATIO})"})
+                    "arithmetic": f"{how} = {ratio:.2f}× "
+                                  f"({'≥' if ratio >= GOAL_RATIO else '<'} {GOAL_RATIO})"})
         a, b = mine["rss_peak_mb"], theirs["rss_peak_mb"]
         out.append({"goal": rss_goal, "protocol": protocol, "connections": connections,
                     "met": a <= b,
@@ -113,8 +125,19 @@ def goals(rows: Sequence[dict[str, Any]], server: str = DEFAULT_SERVER) -> list[
 # --- the table -----------------------------------------------------------------------------
 
 HEADERS = ["Workload", "Protocol", "c×m", "Server", "RPS", "min–max", "p50 ms", "p99 ms",
-           "Errors", "RSS MB", f"× {REFERENCE}"]
-RIGHT = [False, False, True, False, True, True, True, True, True, True, True]
+           "Errors", "RSS MB", "CPU µs/req", f"× {REFERENCE}"]
+RIGHT = [False, False, True, False, True, True, True, True, True, True, True, True]
+
+
+def ratio_cell(row: dict[str, Any]) -> str:
+    """``× reference``: the median ratio, with the rounds' min–max when there are several."""
+    ratio, low, high = row["vs_reference"], row.get("vs_reference_min"), row.get(
+        "vs_reference_max")
+    if ratio is None:
+        return "–"
+    if low is None or high is None or len(row.get("rps_runs") or []) < 2:
+        return f"{ratio:.2f}×"
+    return f"{ratio:.2f}× ({low:.2f}–{high:.2f})"
 
 
 def table_cells(rows: Sequence[dict[str, Any]]) -> list[list[str]]:
@@ -125,14 +148,15 @@ def table_cells(rows: Sequence[dict[str, Any]]) -> list[list[str]]:
         head = [row["workload"], row["protocol"], f"{row['connections']}×{row['streams']}",
                 row["server"]]
         if row["status"] != "ok" or row["rps_median"] is None:
-            cells.append([*head, row["status"], *["–"] * 6])
+            cells.append([*head, row["status"], *["–"] * 7])
             continue
         flag = " *" if row["spread_flag"] else ""
         cells.append([
             *head, f"{row['rps_median']:,.0f}{flag}",
             f"{row['rps_min']:,.0f}–{row['rps_max']:,.0f}",
             cell(row["p50_ms"], ".2f"), cell(row["p99_ms"], ".2f"), f"{row['errors']:,}",
-            cell(row["rss_peak_mb"], ".1f"), cell(row["vs_reference"], ".2f", "×"),
+            cell(row["rss_peak_mb"], ".1f"), cell(row.get("cpu_us_per_request"), ".1f"),
+            ratio_cell(row),
         ])
     return cells
 
@@ -147,12 +171,15 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
     lines.append(
         f"{', '.join(tools)}: {s['threads']} thread(s); c×m is connections × streams per "
         f"connection (h2load -c and -m); {s['duration_s']} s per run, {s['warmup_s']} s warm-up, "
-        f"{s['runs']} run(s) per row; RPS is the median, with min–max over runs")
+        f"then {s['runs']} interleaved round(s) (one run of every row per round, every server "
+        "up throughout); RPS is the median, with min–max over rounds; CPU µs/req is the "
+        "server's process tree's user + system CPU time per request (median)")
     lines += [f"{name}: {WORKLOADS[name].description}" for name in s["workloads"]]
     lines.append("h2c: HTTP/2 in clear text with prior knowledge; h2: over TLS with ALPN "
                  "(a trustme certificate); http/1.1: wrk, one request at a time per connection")
     lines.append(f"× {REFERENCE}: the row's RPS over {REFERENCE}'s in the same workload, "
-                 "protocol and c×m; * marks runs spread more than 10 %")
+                 "protocol and c×m, in each round against its run of the same round, then the "
+                 "median (min–max over rounds); * marks runs spread more than 10 %")
     lines.append(f"app: {APP} on every server; servers: {', '.join(s['servers'])}")
     lines += provenance(data)
     lines.append("command: `" + " ".join(data["command"]) + "`")

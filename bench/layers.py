@@ -88,7 +88,7 @@ from bench.harness import (
     load_generator,
     validate_servers,
 )
-from bench.layers_report import HEADERS, RIGHT, how_it_ran, table_cells, write_outputs
+from bench.layers_report import EXACT, HEADERS, RIGHT, how_it_ran, table_cells, write_outputs
 from bench.loadgen import LoadGenerator
 from bench.native import NativeBuild, ensure_axum
 from bench.report import noise_notes
@@ -413,7 +413,7 @@ def command(
         data = measure(settings, console, out)
     finish(console, errors, "bench layers: the cost of each layer", HEADERS,
            table_cells(data["rows"]), how_it_ran(data), RIGHT, data["rows"],
-           lambda: write_outputs(out, data), noise_notes(data["rows"]))
+           lambda: write_outputs(out, data), noise_notes(data["rows"], exact=EXACT))
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,8 @@ from bench.report import added_cell, cell, noise_notes, pct_cell, provenance
 HEADERS = ["Layer", "Server", "RPS", "min–max", "p50 ms", "p99 ms", "Errors", "RSS MB",
            "µs/req", "CPU µs/req", "µs added", "% of below"]
 RIGHT = [False, False, True, True, True, True, True, True, True, True, True, True]
+#: The command that counts instructions instead of timing, named where the timing was noisy.
+EXACT = "bench layers --count instructions"
 
 
 def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -103,7 +105,7 @@ def notes_of(rows: list[dict[str, Any]]) -> list[str]:
     machine was too noisy to decide (:func:`bench.report.noise_notes`)."""
     failed = [f"{r['layer']} ({r['server']}) {r['status']}: {r['error']}"
               for r in rows if r["status"] != "ok"]
-    return failed + noise_notes(rows)
+    return failed + noise_notes(rows, exact=EXACT)
 
 
 def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:

@@ -40,11 +40,13 @@ import json
 import resource
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import Progress
 
 from apps import load_app
 from bench import command as options
@@ -59,10 +61,10 @@ from bench.command import (
     print_outcome,
     user_mistakes,
 )
-from bench.harness import Method, UsageProblem, environment, fetch, kept_on, load_generator
+from bench.harness import Method, Pinning, UsageProblem, environment, fetch, kept_on, load_generator
 from bench.layers import bjoern_status
-from bench.report import cell, load_published, provenance
-from bench.rounds import Measurement, measure_server
+from bench.report import cell, load_published, noise_notes, pct_cell, provenance
+from bench.rounds import Contender, Measurement, measure_rounds
 from bench.rows import RowPlan, RowResult, row_json
 from bench.wrk_get import GET_BEARER, WrkGet
 from toyservers.registry import SERVERS, get
@@ -213,8 +215,9 @@ def rows_json(results: list[tuple[Level, RowResult]], base: str,
 
 
 HEADERS = ["Load", "Server", "RPS", "min–max", "p50 ms", "p99 ms", "connect", "read",
-           "write", "timeout", "status", "RSS MB", "% of {base}", "Published RPS"]
-RIGHT = [False, False, *[True] * 12]
+           "write", "timeout", "status", "RSS MB", "CPU µs/req", "% of {base}",
+           "Published RPS"]
+RIGHT = [False, False, *[True] * 13]
 
 
 def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -224,17 +227,17 @@ def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
         pub = row["published"]
         published = f"{pub['rps']:,.0f}" if pub else "–"
         if row["status"] != "ok" or row["rps_median"] is None:
-            cells.append([row["layer"], row["server"], row["status"], *["–"] * 10, published])
+            cells.append([row["layer"], row["server"], row["status"], *["–"] * 11, published])
             continue
         flag = " *" if row["spread_flag"] else ""
-        pct = 100.0 if row["below"] is None else row["pct_of_below"]
         kinds = row["errors_by_kind"]
         cells.append([
             row["layer"], row["server"], f"{row['rps_median']:,.0f}{flag}",
             f"{row['rps_min']:,.0f}–{row['rps_max']:,.0f}",
             cell(row["p50_ms"], ".2f"), cell(row["p99_ms"], ".2f"),
             *[f"{kinds[k]:,}" for k in ("connect", "read", "write", "timeout", "status")],
-            cell(row["rss_peak_mb"], ".1f"), cell(pct, ".0f", " %"), published,
+            cell(row["rss_peak_mb"], ".1f"), cell(row.get("cpu_us_per_request"), ".1f"),
+            "100 %" if row["below"] is None else pct_cell(row), published,
         ])
     return cells
 
@@ -249,8 +252,10 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
     lines = [
         data["pinning"]["text"],
         f"wrk {data['wrk']['version']}, {which}: {levels}; {s['warmup_s']} s warm-up, "
-        f"{s['runs']} run(s) per row, --timeout {s['timeout_s']} s; GET "
-        f"{s['path']} through bench/lua/get_bearer.lua; RPS is the median, min–max over runs",
+        f"then {s['runs']} interleaved round(s) (one run of every row per round, every "
+        f"server up throughout), --timeout {s['timeout_s']} s; GET {s['path']} through "
+        "bench/lua/get_bearer.lua; RPS is the median, min–max over rounds; CPU µs/req is the "
+        "server's process tree's user + system CPU time per request (median)",
         "one process per server; gthread rows run the registry's thread count; uvicorn runs "
         "the Flask app through a2wsgi's WSGIMiddleware; RSS is the peak of the process tree",
         "errors per kind, summed over the measured runs: connect, read, write, timeout "
@@ -259,7 +264,8 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
         f"listen backlog: the kernel caps every server's at net.core.somaxconn = "
         f"{data['somaxconn']}",
         data["bjoern"]["note"],
-        f"% of {s['server']}: RPS over the {s['server']} row at the same load, in this run",
+        f"% of {s['server']}: RPS over the {s['server']} row at the same load, in each round "
+        "against its run of the same round, then the median (min–max over rounds)",
         f"published: {pub['source']} Levels: "
         + "; ".join(f"{lv['threads']} threads, {lv['connections']} connections, "
                     f"{lv['duration_s']} s" for lv in pub["setup"]["levels"]),
@@ -273,6 +279,7 @@ def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
     base = data["settings"]["server"]
     notes = [f"{r['layer']} ({r['server']}) {r['status']}: {r['error']}"
              for r in rows if r["status"] != "ok"]
+    notes += noise_notes(rows)
     json_path, md_path, png_path = out / "results.json", out / "results.md", out / "load.png"
     report.write_json(json_path, data)
     report.write_markdown(md_path, "bench load: Flask under moderate and high load",
@@ -301,6 +308,38 @@ def somaxconn() -> int | None:
         return None
 
 
+def measure_rows(settings: Settings, pinning: Pinning, generator: WrkGet, bjoern: bool,
+                 bjoern_note: str, logs: Path, progress: Progress
+                 ) -> list[tuple[Level, RowResult]]:
+    """Measure every (level, server) row in interleaved rounds (:mod:`bench.rounds`); bjoern's
+    rows are skipped with ``bjoern_note`` when it is not installed."""
+    planned: list[tuple[Level, RowPlan, Contender | None]] = []
+    for level in settings.levels:
+        method = replace(settings, threads=level.threads, connections=level.connections)
+        for name in settings.servers:
+            app = app_for(name)
+            plan = RowPlan(level_name(level), name, app, get(name).description,
+                           get(name).interface)
+            if name == "bjoern" and not bjoern:
+                planned.append((level, plan, None))
+                continue
+            planned.append((level, plan, Contender(
+                f"{level_name(level)} ({name})", partial(get(name).command, app, settings.host),
+                generator, method.load(level.duration),
+                logs / f"{level.connections}-{name}.log", check)))
+    contenders = [c for _, _, c in planned if c is not None]
+    task = progress.add_task("starting", total=settings.steps * len(contenders))
+    measured = iter(measure_rounds(contenders, settings, pinning,
+                                   report.RichProgress(progress, task)))
+    results = []
+    for level, plan, contender in planned:
+        measurement = (next(measured) if contender is not None
+                       else Measurement(status="skipped", error=bjoern_note))
+        print_outcome(progress.console, f"{plan.layer} ({plan.server})", measurement)
+        results.append((level, RowResult(plan, measurement)))
+    return results
+
+
 def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     """Measure every (level, server) row and return results.json's content.
 
@@ -322,30 +361,8 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     logs = logs_folder(out)
     started = datetime.now(UTC)
     generator = WrkGet(wrk.path, load_app.SAMPLE_PATH)
-    results: list[tuple[Level, RowResult]] = []
-    steps = settings.steps * len(settings.levels) * len(settings.servers)
     with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
-        task = progress.add_task("starting", total=steps)
-        for level in settings.levels:
-            method = replace(settings, threads=level.threads, connections=level.connections,
-                             duration=level.duration)
-            for name in settings.servers:
-                app = app_for(name)
-                plan = RowPlan(level_name(level), name, app, get(name).description,
-                               get(name).interface)
-                label = f"{level_name(level)} ({name})"
-                if name == "bjoern" and not installed:
-                    measurement = Measurement(status="skipped", error=note)
-                    progress.advance(task, settings.steps)
-                else:
-                    port = settings.pick_port()
-                    measurement = measure_server(
-                        get(name).command(app, settings.host, port), port, label=label,
-                        method=method, pinning=pinning, generator=generator,
-                        log_path=logs / f"{level.connections}-{name}.log",
-                        progress=report.RichProgress(progress, task), check=check)
-                print_outcome(progress.console, label, measurement)
-                results.append((level, RowResult(plan, measurement)))
+        results = measure_rows(settings, pinning, generator, installed, note, logs, progress)
     return {
         "experiment": "load",
         "date": started.isoformat(timespec="seconds"),
@@ -425,7 +442,8 @@ def command(
         data = measure(settings, console, out)
     finish(console, errors, "bench load: Flask under moderate and high load",
            [h.format(base=settings.server) for h in HEADERS], table_cells(data["rows"]),
-           how_it_ran(data), RIGHT, data["rows"], lambda: write_outputs(out, data))
+           how_it_ran(data), RIGHT, data["rows"], lambda: write_outputs(out, data),
+           noise_notes(data["rows"]))
 
 
 def register(app: typer.Typer) -> None:

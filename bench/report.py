@@ -116,9 +116,10 @@ def pct_cell(row: dict[str, Any]) -> str:
 
 
 def noise_notes(rows: list[dict[str, Any]], first: str = "layer",
-                exact: str = "bench layers --count instructions") -> list[str]:
+                exact: str | None = None) -> list[str]:
     """One sentence per compared row whose rounds disagree on which row is faster, naming
-    the rows as "<first> (<server>)"; ``exact`` names the command that counts instead."""
+    the rows as "<first> (<server>)"; ``exact`` names a command that counts instructions
+    instead of timing, where there is one."""
     notes = []
     for row in rows:
         if row.get("noisy"):
@@ -127,8 +128,9 @@ def noise_notes(rows: list[dict[str, Any]], first: str = "layer",
                 f"{row[first]} ({row['server']}) against {layer} ({server}): the rounds gave "
                 f"{row['us_added_min']:+.1f} to {row['us_added_max']:+.1f} µs added, so this "
                 "run cannot say which is faster; the machine was too noisy for that claim "
-                f"(try more --runs, a quieter machine, or {exact}, which counts "
-                "instructions instead of timing)")
+                "(try more --runs or a quieter machine"
+                + (f", or {exact}, which counts instructions instead of timing)" if exact
+                   else ")"))
     return notes
 
 

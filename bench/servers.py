@@ -33,8 +33,11 @@ The feature table (protocols, built-in worker processes, licence) is generated f
 registry (:class:`toyservers.registry.ServerSpec`) and each installed distribution's metadata
 (``License-Expression``, ``License``, or the licence classifier), not typed here.
 
-Method (:mod:`bench.harness`): each row starts its server fresh, checks one real request,
-warms up, runs ``--runs`` measured wrk runs while sampling RSS, and stops the process tree.
+Method (:mod:`bench.harness` and :mod:`bench.rounds`): every row's server starts, is checked
+with one real request and warmed up; then ``--runs`` interleaved rounds run wrk once against
+every row while sampling RSS and CPU time, and every process tree stops at the end. The % of
+``--server`` is computed in each round against that server's run of the same round and given
+as the median (min–max over rounds).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -66,8 +70,8 @@ from bench.command import (
 )
 from bench.harness import Method, Pinning, UsageProblem, environment, fetch, kept_on, load_generator
 from bench.redis_server import RedisMissing, RedisServer, redis_version
-from bench.report import load_published
-from bench.rounds import Measurement, measure_server
+from bench.report import load_published, noise_notes
+from bench.rounds import Contender, Measurement, measure_rounds
 from bench.rows import RowPlan, RowResult, row_json
 from bench.servers_report import (
     FEATURE_HEADERS,
@@ -231,31 +235,37 @@ def rows_json(results: list[RowResult], base: str, published: dict[str, Any],
 # --- measuring ---------------------------------------------------------------------------------
 
 def measure_rows(settings: Settings, pinning: Pinning, wrk: str, token: str,
-                 env: dict[str, str], logs: Path, progress: Progress, task: Any
-                 ) -> list[RowResult]:
-    """Measure every (endpoint, server) row in order."""
-    results = []
+                 env: dict[str, str], logs: Path, progress: Progress) -> list[RowResult]:
+    """Measure every (endpoint, server) row in interleaved rounds (:mod:`bench.rounds`); a
+    server that cannot run at ``--workers`` is a skipped row."""
+    plans: list[RowPlan] = []
+    contenders: dict[int, Contender] = {}
+    skipped: dict[int, Measurement] = {}
     for endpoint_name in settings.endpoints:
         endpoint = ENDPOINTS[endpoint_name]
         generator = WrkGet(wrk, endpoint.path, token if endpoint.auth else "")
         for name in settings.servers:
             spec = get(name)
-            plan = RowPlan(endpoint.name, name, APP, spec.description, "asgi")
-            label = f"{endpoint.name} ({name})"
-            port = settings.pick_port()
+            plans.append(RowPlan(endpoint.name, name, APP, spec.description, "asgi"))
             try:
-                argv = server_argv(spec, settings.host, port, settings.workers)
+                server_argv(spec, settings.host, 0, settings.workers)
             except ValueError as exc:
-                measurement = Measurement(status="skipped", error=str(exc))
-                progress.advance(task, settings.steps)
-            else:
-                measurement = measure_server(
-                    argv, port, label=label, method=settings, pinning=pinning,
-                    generator=generator, log_path=logs / f"{endpoint.name}-{name}.log",
-                    progress=report.RichProgress(progress, task), check=checker(endpoint, token),
-                    env=env)
-            print_outcome(progress.console, label, measurement)
-            results.append(RowResult(plan, measurement))
+                skipped[len(plans) - 1] = Measurement(status="skipped", error=str(exc))
+                continue
+            contenders[len(plans) - 1] = Contender(
+                f"{endpoint.name} ({name})",
+                partial(server_argv, spec, settings.host, workers=settings.workers),
+                generator, settings.load(settings.duration),
+                logs / f"{endpoint.name}-{name}.log", checker(endpoint, token), env=env)
+    task = progress.add_task("starting", total=settings.steps * len(contenders))
+    measured = dict(zip(contenders, measure_rounds(list(contenders.values()), settings,
+                                                   pinning, report.RichProgress(progress, task)),
+                        strict=True))
+    results = []
+    for index, plan in enumerate(plans):
+        measurement = measured.get(index) or skipped[index]
+        print_outcome(progress.console, f"{plan.layer} ({plan.server})", measurement)
+        results.append(RowResult(plan, measurement))
     return results
 
 
@@ -281,10 +291,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
         servers_app.seed(redis.host, redis.port, users=USERS, activities=ACTIVITIES)
         env = {"SERVERS_APP_REDIS": redis.address, "SERVERS_APP_SECRET": servers_app.secret()}
         with report.progress_bar(console) as progress:
-            total = settings.steps * len(settings.endpoints) * len(settings.servers)
-            task = progress.add_task("starting", total=total)
-            results = measure_rows(settings, pinning, wrk.path, token, env, logs, progress,
-                                   task)
+            results = measure_rows(settings, pinning, wrk.path, token, env, logs, progress)
         redis_info = {"version": redis_version(redis.path), "path": redis.path,
                       "command": redis.argv(Path("<throwaway folder>"))}
     features = [feature_row(get(name)) for name in settings.servers]
@@ -355,7 +362,7 @@ def command(
                                     feature_cells(data["features"])))
     finish(console, errors, "bench servers: ASGI servers on three endpoints",
            headers(settings.server), table_cells(data["rows"]), how_it_ran(data), RIGHT,
-           data["rows"], lambda: write_outputs(out, data))
+           data["rows"], lambda: write_outputs(out, data), noise_notes(data["rows"], "endpoint"))
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.report import cell, provenance
+from bench.report import cell, noise_notes, pct_cell, provenance
 from toyservers.registry import ServerSpec
 
 
@@ -84,9 +84,9 @@ def feature_cells(features: list[dict[str, Any]]) -> list[list[str]]:
 
 # --- the results table -------------------------------------------------------------------------
 
-HEADERS = ["Endpoint", "Server", "RPS", "min–max", "p99 ms", "Errors", "RSS MB",
+HEADERS = ["Endpoint", "Server", "RPS", "min–max", "p99 ms", "Errors", "RSS MB", "CPU µs/req",
            "% of {base}", "Published RPS", "Published RSS MB", "Published % of {base}"]
-RIGHT = [False, False, True, True, True, True, True, True, True, True, True]
+RIGHT = [False, False, True, True, True, True, True, True, True, True, True, True]
 
 
 def headers(base: str) -> list[str]:
@@ -102,16 +102,16 @@ def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
         published = [cell(pub.get("rps"), ",.0f"), cell(pub.get("rss_mb"), ".1f"),
                      cell(pub.get("pct_of_base"), ".0f", " %")]
         if row["status"] != "ok" or row["rps_median"] is None:
-            cells.append([row["endpoint"], row["server"], row["status"], *["–"] * 5,
+            cells.append([row["endpoint"], row["server"], row["status"], *["–"] * 6,
                           *published])
             continue
         flag = " *" if row["spread_flag"] else ""
-        pct = 100.0 if row["below"] is None else row["pct_of_below"]
         cells.append([
             row["endpoint"], row["server"], f"{row['rps_median']:,.0f}{flag}",
             f"{row['rps_min']:,.0f}–{row['rps_max']:,.0f}", cell(row["p99_ms"], ".2f"),
-            f"{row['errors']:,}", cell(row["rss_peak_mb"], ".1f"), cell(pct, ".0f", " %"),
-            *published,
+            f"{row['errors']:,}", cell(row["rss_peak_mb"], ".1f"),
+            cell(row.get("cpu_us_per_request"), ".1f"),
+            "100 %" if row["below"] is None else pct_cell(row), *published,
         ])
     return cells
 
@@ -125,16 +125,19 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
     lines = [
         data["pinning"]["text"],
         f"wrk {data['wrk']['version']}: {s['threads']} thread(s), {s['connections']} "
-        f"connections, {s['duration_s']} s per run, {s['warmup_s']} s warm-up, {s['runs']} "
-        "run(s) per row; GET through bench/lua/get_bearer.lua; RPS is the median, with "
-        "min–max over runs",
+        f"connections, {s['duration_s']} s per run, {s['warmup_s']} s warm-up, then "
+        f"{s['runs']} interleaved round(s) (one run of every row per round, every server up "
+        "throughout); GET through bench/lua/get_bearer.lua; RPS is the median, with min–max "
+        "over rounds; CPU µs/req is the server's process tree's user + system CPU time per "
+        "request (median)",
         f"{s['workers']} worker process(es) per server; RSS is the peak over the measured "
         "runs of the server's whole process tree (a master and its workers summed)",
         f"activities: redis-server {data['redis']['version']} on a free loopback port, no "
         f"persistence, {s['users']} users with {s['activities']} activities each, on wrk's "
         "CPU when pinned; wrk sends one user's JWT (HS256) as the bearer token",
-        f"% of {s['server']}: RPS over the {s['server']} row of the same endpoint, in this "
-        "run; the published column computes the same ratio from the paper's figures",
+        f"% of {s['server']}: RPS over the {s['server']} row of the same endpoint, in each "
+        "round against its run of the same round, then the median (min–max over rounds); "
+        "the published column computes the same ratio from the paper's figures",
         f"published: {pub['source']} Setup: {setup['load_generator']} with "
         f"{setup['load_generator_workers']} worker processes on {setup['machine']}; "
         f"{versions}",
@@ -160,6 +163,7 @@ def write_outputs(out: Path, data: dict[str, Any]) -> list[Path]:
     how = how_it_ran(data)
     notes = [f"{r['endpoint']} ({r['server']}) {r['status']}: {r['error']}"
              for r in rows if r["status"] != "ok"]
+    notes += noise_notes(rows, "endpoint")
     notes += [f"{f['server']}: {f['workers_note']}" for f in data["features"]
               if f["workers_note"]]
     json_path, md_path = out / "results.json", out / "results.md"

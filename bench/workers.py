@@ -9,10 +9,10 @@ Here the app is ``apps/workers_app.py`` (Flask with a blocking ``urllib`` call f
 rows; FastAPI awaiting ``httpx.AsyncClient`` for the ASGI rows); the upstream is the bench's
 own (``bench/upstream.py`` on toy-httptools, the delay in an ``X-Delay-Ms`` header), started
 once on a free port and pinned with wrk, off the server's CPU. Every row runs ``--workers``
-processes and is measured by the harness (:func:`bench.harness.measure_server`: fresh start,
-a check that ``/`` returns fib(25) and the upstream's answer, warm-up, a wrk run) at each
-``--concurrency`` (wrk connections), ``--runs`` times, each run on a freshly started server
-(:func:`measure_fresh` says why).
+processes and is measured at each ``--concurrency`` (wrk connections) in ``--runs``
+interleaved rounds (:mod:`bench.rounds`: round 1 of every row, then round 2 of every row...),
+each run on a freshly started server (:func:`contender` says why) after a check that ``/``
+returns fib(25) and the upstream's answer and a warm-up.
 
 The prediction beside each measurement, from first principles. With ``c`` the CPU seconds of
 one request (``fib(25)``, measured here on the server's CPU before any row), ``d`` the
@@ -37,6 +37,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -61,12 +62,13 @@ from bench.command import (
     row_names,
     user_mistakes,
 )
-from bench.harness import Method, Pinning, UsageProblem, environment, fetch, kept_on, load_generator
+from bench.harness import Method, UsageProblem, environment, fetch, kept_on, load_generator
 from bench.loadgen import LoadGenerator
 from bench.machine import usable_cpus
 from bench.report import load_published
-from bench.rounds import Measurement, measure_server
-from bench.stats import run_columns, summarize
+from bench.rounds import Contender, Measurement, measure_rounds, steps
+from bench.rows import measured_columns
+from bench.stats import summarize
 from bench.workers_report import HEADERS, RIGHT, how_it_ran, table_cells, write_outputs
 from toyservers.registry import get
 
@@ -218,8 +220,10 @@ def row_json(row: Row, connections: int, measurement: Measurement, settings: Set
 
     Keys: ``row``, ``server``, ``model``, ``app``, ``description``, ``workers``, ``threads``
     (per worker; None but for gthread), ``connections``, ``status``, ``error``, ``log_tail``,
-    ``command``; ``rps_median``, ``rps_runs`` (req/s), ``p50_ms``, ``p99_ms`` (median over
-    runs), ``errors`` (all kinds, all measured runs) and ``errors_by_kind``;
+    ``command``; ``rps_median``, ``rps_runs`` (req/s) and ``rounds`` (each run's round),
+    ``p50_ms``, ``p99_ms`` (median over runs), ``errors`` (all kinds, all measured runs) and
+    ``errors_by_kind``, ``cpu_us_per_request`` and ``cpu_us_runs`` (the server tree's CPU µs
+    per request, :func:`bench.rows.measured_columns`);
     ``predicted_rps`` (:func:`predict_rps` with this file's ``prediction`` inputs),
     ``measured_over_predicted``; ``published_rps`` (None where the source has no figure),
     ``published_row`` and ``published_s_per_request``: what Little's law makes of the
@@ -239,8 +243,9 @@ def row_json(row: Row, connections: int, measurement: Measurement, settings: Set
         "description": row.description, "workers": settings.workers, "threads": threads,
         "connections": connections, "status": measurement.status,
         "error": measurement.error, "log_tail": measurement.log_tail,
-        "command": measurement.command, "rps_median": None, "rps_runs": [], "p50_ms": None,
-        "p99_ms": None, "errors": None, "errors_by_kind": None,
+        "command": measurement.command, "rps_median": None, "rps_runs": [], "rounds": [],
+        "p50_ms": None, "p99_ms": None, "errors": None, "errors_by_kind": None,
+        "cpu_us_per_request": None, "cpu_us_runs": [],
         "predicted_rps": predicted, "measured_over_predicted": None,
         "published_rps": quoted.get("rps"),
         "published_row": PUBLISHED_ROW.get(row.name) if quoted else None,
@@ -250,9 +255,10 @@ def row_json(row: Row, connections: int, measurement: Measurement, settings: Set
     }
     if measurement.status != "ok" or not summaries:
         return data
-    columns = run_columns(summaries, measurement.rss_peak_bytes)
-    data.update({key: columns[key] for key in ("rps_median", "rps_runs", "p50_ms", "p99_ms",
-                                                "errors", "errors_by_kind")})
+    columns = measured_columns(measurement)
+    data.update({key: columns[key] for key in ("rps_median", "rps_runs", "rounds", "p50_ms",
+                                                "p99_ms", "errors", "errors_by_kind",
+                                                "cpu_us_per_request", "cpu_us_runs")})
     data["measured_over_predicted"] = columns["rps_median"] / predicted
     return data
 
@@ -260,36 +266,16 @@ def row_json(row: Row, connections: int, measurement: Measurement, settings: Set
 # --- measuring -----------------------------------------------------------------------------
 
 
-def steps_per_run(settings: Settings) -> int:
-    """wrk runs per measured run: the run, and its server's warm-up if any."""
-    return 2 if settings.warmup else 1
-
-
-def measure_fresh(row: Row, method: Settings, pinning: Pinning, generator: LoadGenerator,
-                  logs: Path, progress: report.RichProgress, env: dict[str, str]) -> Measurement:
-    """``method.runs`` measured runs of ``row``, each on a freshly started server.
-
-    Why not one server for every run: when wrk's connections outnumber the requests the
-    server holds (a sync worker at 40 connections), the requests wrk left unanswered when a
-    run ended stay queued in the server's accept queue, and the next run would first pay for
-    them. ``command`` is the first run's argv (the others differ only in the port).
-    """
-    merged = Measurement()
-    for index in range(method.runs):
-        port = method.pick_port()
-        one = measure_server(
-            server_argv(row, method, port), port,
-            label=f"{row.name} c={method.connections} run {index + 1}/{method.runs}",
-            method=dataclasses.replace(method, runs=1), pinning=pinning, generator=generator,
-            log_path=logs / f"{row.name}-c{method.connections}-{index + 1}.log",
-            progress=progress, check=check_app, env=env)
-        merged.runs += one.runs
-        merged.command = merged.command or one.command
-        if one.status != "ok":
-            merged.status, merged.error, merged.log_tail = one.status, one.error, one.log_tail
-            progress.advance((method.runs - index - 1) * steps_per_run(method))
-            return merged
-    return merged
+def contender(row: Row, settings: Settings, connections: int, generator: LoadGenerator,
+              logs: Path, env: dict[str, str]) -> Contender:
+    """How the rounds measure ``row`` at ``connections``: a freshly started server for each
+    round (``fresh``), because when wrk's connections outnumber the requests the server holds
+    (a sync worker at 40 connections), the requests wrk left unanswered when a run ended stay
+    queued in the server's accept queue, and the next run would first pay for them."""
+    method = dataclasses.replace(settings, connections=connections)
+    return Contender(f"{row.name} c={connections}", partial(server_argv, row, settings),
+                     generator, method.load(settings.duration),
+                     logs / f"{row.name}-c{connections}.log", check_app, env=env, fresh=True)
 
 
 def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
@@ -316,30 +302,31 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
     env = {UPSTREAM_ENV: f"http://{settings.host}:{up.port}/", DELAY_ENV: str(settings.delay_ms)}
     try:
         with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
-            task = progress.add_task("starting", total=settings.runs * steps_per_run(settings)
-                                     * len(chosen) * len(settings.concurrency))
-            for row in chosen:
-                for connections in settings.concurrency:
-                    method = dataclasses.replace(settings, connections=connections)
-                    reason = skip_reason(row)
-                    if reason is not None:
-                        measurement = Measurement(status="skipped", error=reason)
-                        progress.advance(task, settings.runs * steps_per_run(settings))
-                    else:
-                        measurement = measure_fresh(
-                            row, method, pinning, generator, logs,
-                            report.RichProgress(progress, task), env)
-                    data = row_json(row, connections, measurement, settings, prediction, paper)
-                    rows.append(data)
-                    label = f"{row.name} c={connections}"
-                    if data["status"] == "ok":
-                        progress.console.print(
-                            f"[green]✓[/] {label}: {data['rps_median']:.1f} requests/s "
-                            f"(predicted {data['predicted_rps']:.1f})")
-                    else:
-                        tail = (measurement.log_tail or "")[-2000:]
-                        progress.console.print(f"[red]✗ {label} {data['status']}:[/] "
-                                               f"{data['error']}\n{tail}", highlight=False)
+            planned = [(row, connections) for row in chosen
+                       for connections in settings.concurrency]
+            runnable = [(row, n) for row, n in planned if skip_reason(row) is None]
+            contenders = [contender(row, settings, n, generator, logs, env)
+                          for row, n in runnable]
+            task = progress.add_task("starting", total=sum(steps(c, settings)
+                                                           for c in contenders))
+            measured = dict(zip(runnable, measure_rounds(contenders, settings, pinning,
+                                                         report.RichProgress(progress, task)),
+                                strict=True))
+            for row, connections in planned:
+                reason = skip_reason(row)
+                measurement = (measured[(row, connections)] if reason is None
+                               else Measurement(status="skipped", error=reason))
+                data = row_json(row, connections, measurement, settings, prediction, paper)
+                rows.append(data)
+                label = f"{row.name} c={connections}"
+                if data["status"] == "ok":
+                    progress.console.print(
+                        f"[green]✓[/] {label}: {data['rps_median']:.1f} requests/s "
+                        f"(predicted {data['predicted_rps']:.1f})")
+                else:
+                    tail = (measurement.log_tail or "")[-2000:]
+                    progress.console.print(f"[red]✗ {label} {data['status']}:[/] "
+                                           f"{data['error']}\n{tail}", highlight=False)
     finally:
         up.stop()
     return {

@@ -12,17 +12,30 @@ from typing import Any
 from apps.workers_app import DELAY_HEADER, FIB_N
 from bench import report, upstream
 from bench.report import cell, provenance
+from bench.stats import by_round, paired
 
-HEADERS = ("row", "model", "conns", "RPS", "p50 ms", "p99 ms", "errors", "predicted",
-           "meas./pred.", "x sync", "published RPS", "published x sync", "published s/req")
-RIGHT = (False, False, True, True, True, True, True, True, True, True, True, True, True)
+HEADERS = ("row", "model", "conns", "RPS", "p50 ms", "p99 ms", "errors", "CPU ms/req",
+           "predicted", "meas./pred.", "x sync", "published RPS", "published x sync",
+           "published s/req")
+RIGHT = (False, False, True, True, True, True, True, True, True, True, True, True, True, True)
+
+
+def times_sync(row: dict[str, Any], sync: dict[str, Any] | None) -> str:
+    """``x sync``: ``row``'s RPS over gunicorn-sync's in each round, the median (min–max)."""
+    pair = paired(by_round(row), by_round(sync)) if sync is not None else None
+    if pair is None:
+        return "–"
+    ratio = pair.pct_of_below
+    if pair.rounds < 2:
+        return f"{ratio.median / 100:.2f}"
+    return f"{ratio.median / 100:.2f} ({ratio.minimum / 100:.2f}–{ratio.maximum / 100:.2f})"
 
 
 def table_cells(rows: list[dict[str, Any]], paper: dict[str, Any]) -> list[list[str]]:
     """Formatted cells of :data:`HEADERS`; ``x sync`` divides by gunicorn-sync's RPS at the
     same concurrency in the same run, ``published x sync`` the published figures alike."""
-    sync_rps = {r["connections"]: r["rps_median"] for r in rows
-                if r["row"] == "gunicorn-sync" and r["rps_median"]}
+    sync = {r["connections"]: r for r in rows
+            if r["row"] == "gunicorn-sync" and r["rps_median"]}
     paper_sync = paper["rows"]["gunicorn-sync"]["rps"]
     cells = []
     for r in rows:
@@ -33,14 +46,15 @@ def table_cells(rows: list[dict[str, Any]], paper: dict[str, Any]) -> list[list[
                      cell(r["published_s_per_request"], ".2f")]
         if r["status"] != "ok":
             cells.append([r["row"], model, str(r["connections"]), r["status"], "–", "–", "–",
-                          cell(r["predicted_rps"]), "–", "–", *pub_cells])
+                          "–", cell(r["predicted_rps"]), "–", "–", *pub_cells])
             continue
-        base = sync_rps.get(r["connections"])
+        cpu_us = r.get("cpu_us_per_request")
         cells.append([
             r["row"], model, str(r["connections"]), cell(r["rps_median"]), cell(r["p50_ms"], ".0f"),
-            cell(r["p99_ms"], ".0f"), str(r["errors"]), cell(r["predicted_rps"]),
-            cell(r["measured_over_predicted"], ".2f"),
-            cell(r["rps_median"] / base if base else None, ".2f"), *pub_cells,
+            cell(r["p99_ms"], ".0f"), str(r["errors"]),
+            cell(cpu_us / 1000 if cpu_us is not None else None, ".1f"), cell(r["predicted_rps"]),
+            cell(r["measured_over_predicted"], ".2f"), times_sync(r, sync.get(r["connections"])),
+            *pub_cells,
         ])
     return cells
 
@@ -51,11 +65,14 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
     lines = [
         f"each request: fib({FIB_N}) then GET the upstream (bench/upstream.py on "
         f"{upstream.SERVER}) with {DELAY_HEADER}: {s['delay_ms']}; wrk POSTs to / on N "
-        f"connections (N = conns) for {s['duration_s']} s, {s['runs']} run(s), each on a "
-        f"freshly started server after {s['warmup_s']} s of warm-up; RPS is the median",
+        f"connections (N = conns) for {s['duration_s']} s, in {s['runs']} interleaved "
+        f"round(s) (one run of every row per round), each run on a freshly started server "
+        f"after {s['warmup_s']} s of warm-up; RPS is the median; CPU ms/req is the server's "
+        "process tree's user + system CPU time per request (median)",
         f"model: worker processes, worker class, xT threads per worker (every server runs "
-        f"{s['workers']}); the server restarts for each concurrency; x sync: RPS over "
-        "gunicorn-sync's at the same conns in this run",
+        f"{s['workers']}); the server restarts for each run; x sync: RPS over "
+        "gunicorn-sync's at the same conns, in each round against its run of the same round, "
+        "then the median (min–max over rounds)",
         f"prediction: min(S / (c + d), K / c) with c = fib({FIB_N}) = "
         f"{1000 * p['cpu_s']:.1f} ms of CPU (median of {p['samples']}, measured on the "
         f"server's CPU), d = {1000 * p['wait_s']:.0f} ms, S = min(conns, requests in flight), "

@@ -613,7 +613,8 @@ def test_bench_layers_smoke(tmp_path: Path) -> None:
         if row["status"] == "ok":
             assert row["rps_median"] > 0
             assert row["errors"] == 0
-            assert len(row["rps_runs"]) == 1
+            assert len(row["rps_runs"]) == 1 and row["rounds"] == [0]
+            assert row["cpu_us_per_request"] > 0  # the server's CPU time was read
     assert data["wrk"]["version"]
     assert data["machine"]["cores"] >= 1
     assert (out / "results.md").read_text().count("\n|") >= len(data["rows"])

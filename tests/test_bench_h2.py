@@ -127,7 +127,7 @@ def test_goals_show_their_arithmetic() -> None:
     met = goals([_row("toy-h2", 1400.0, 50.0), _row(REFERENCE, 1000.0, 70.0),
                  _row("toy-h2", 1.0, 1.0, streams=1)])
     assert [g["met"] for g in met] == [True, True]
-    assert met[0]["arithmetic"] == "1,400 / 1,000 = 1.40× (≥ 1.3)"
+    assert met[0]["arithmetic"] == "1,400 / 1,000 = 1.40× (≥ 1.3)"  # rows without rounds
     assert met[1]["arithmetic"] == "50.0 MB ≤ 70.0 MB"
     missed = goals([_row("toy-h2", 1200.0, 80.0), _row(REFERENCE, 1000.0, 70.0)])
     assert [g["met"] for g in missed] == [False, False]
