@@ -36,6 +36,7 @@ import anyio
 from toyservers._types import ASGIApp
 from toyservers.config import Config
 from toyservers.lifespan import Lifespan, LifespanFailure
+from toyservers.listeners import bound_address, describe, listening_socket, release, where
 from toyservers.state import ServerState
 from toyservers.tls import load_tls, ssl_context
 
@@ -61,9 +62,12 @@ async def serve_protocol(
 
     Args:
         protocol_factory: called with the ``ServerState`` once per accepted connection.
-        sock: an already bound socket to serve on (tests bind port 0 and pass it); otherwise
-            ``config.host``/``config.port`` are bound.
-        ready: called with the bound ``(host, port)`` once the server accepts connections.
+        sock: an already bound socket to serve on (tests bind port 0 and pass it; a worker
+            gets its master's); otherwise the one ``config`` names
+            (``toyservers.listeners.listening_socket``: a descriptor, systemd's, a UNIX
+            socket removed again on exit, or ``config.host``/``config.port``).
+        ready: called with the bound ``(host, port)`` (a UNIX socket: ``(path, 0)``) once the
+            server accepts connections.
         shutdown: set it to stop; when None, SIGINT and SIGTERM set it (main thread only).
         stop_accepting: once set, the listener closes and the open connections are served
             on until ``shutdown`` (a retiring worker hands new clients to its siblings).
@@ -99,23 +103,21 @@ async def serve_protocol(
     def factory() -> asyncio.Protocol:
         return protocol_factory(state)
 
+    own = sock is None  # a socket we bind is ours to release (a UNIX socket's file)
     try:
-        if sock is not None:
-            server = await loop.create_server(
-                factory, sock=sock, backlog=config.backlog, ssl=context
-            )
-        else:
-            server = await loop.create_server(
-                factory, config.host, config.port, backlog=config.backlog, ssl=context
-            )
+        if sock is None:
+            sock = listening_socket(config)
+        server = await loop.create_server(factory, sock=sock, backlog=config.backlog,
+                                          ssl=context)
     except BaseException:
+        if own:
+            release(config.uds)
         await lifespan.shutdown()
         raise
-    host, port = server.sockets[0].getsockname()[:2]
-    scheme = "https" if context else "http"
-    logger.info("%s running on %s://%s:%d (Press CTRL+C to quit)", name, scheme, host, port)
+    logger.info("%s running on %s (Press CTRL+C to quit)", name,
+                describe(sock, "https" if context else "http"))
     if ready is not None:
-        ready((host, port))
+        ready(bound_address(sock))
 
     async def tick() -> None:
         while True:
@@ -138,6 +140,8 @@ async def serve_protocol(
         server.close()
         for connection in list(state.connections):
             connection.shutdown()
+        if own:
+            release(config.uds)
         await _drain(state, config.timeout_graceful_shutdown, force_exit)
         await lifespan.shutdown()
 
@@ -206,7 +210,7 @@ def run_server(
                      config.ssl_certfile, config.ssl_keyfile, exc.reason or exc)
         sys.exit(1)
     except OSError as exc:
-        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
+        logger.error("cannot listen on %s: %s", where(config), exc.strerror or exc)
         sys.exit(1)
     except KeyboardInterrupt:
         pass

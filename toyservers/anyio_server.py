@@ -41,7 +41,7 @@ import h11
 import sniffio
 from anyio.abc import ByteStream, TaskGroup
 
-from toyservers import _server, anyio_serving, h11_checks, tls
+from toyservers import _server, anyio_serving, h11_checks, listeners, tls
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.anyio_serving import GONE, StreamProtocol
 from toyservers.asgi import ClientDisconnected
@@ -275,7 +275,8 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
     backend (asyncio or trio).
 
     Args:
-        sock: a bound socket to serve on (tests bind port 0); else ``config.host``/``port``.
+        sock: a bound socket to serve on (tests bind port 0); else the one ``config`` names
+            (``toyservers.listeners``: a UNIX socket is removed again on exit).
         ready: called with the bound ``(host, port)`` once connections are accepted.
         shutdown: an event to set to stop (an ``asyncio.Event`` on asyncio, or an
             ``anyio.Event`` on either); when None, SIGINT and SIGTERM stop (main thread only).
@@ -293,18 +294,17 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
         try:
             await lifespan.startup(services)
             rcvbuf = anyio_serving.RCVBUF if sniffio.current_async_library() == "asyncio" else None
-            listener, (host, port) = await anyio_serving.listen(config, sock, context, rcvbuf)
+            listener, bound, where = await anyio_serving.listen(config, sock, context, rcvbuf)
         except (LifespanFailure, OSError) as exc:  # raised below, not in an ExceptionGroup
             failure: BaseException | None = exc
         else:
             failure = None
             state = ServerState(app, config, lifespan.state)
             tls.load_tls(state, config, context)
-            logger.info("toy-anyio (%s) running on %s://%s:%d (Press CTRL+C to quit)",
-                        sniffio.current_async_library(), "https" if context else "http", host,
-                        port)
-            await _serve(state, listener, ready, (host, port), services, shutdown,
-                         stop_accepting)
+            logger.info("toy-anyio (%s) running on %s (Press CTRL+C to quit)",
+                        sniffio.current_async_library(), where)
+            await _serve(state, listener, ready, bound, services, shutdown, stop_accepting)
+            listeners.release(config.uds if sock is None else None)
         if not isinstance(failure, LifespanFailure):
             await lifespan.shutdown()
         services.cancel_scope.cancel()

@@ -35,37 +35,33 @@ from toyservers import access_log, tls
 from toyservers.config import Config
 from toyservers.http1_cycle import RequestResponseCycle as HTTP1Cycle
 from toyservers.http1_cycle import error_answer
-from toyservers.protocol import LINGER, address
+from toyservers.listeners import address, bound_address, describe, listening_socket
+from toyservers.protocol import LINGER
 from toyservers.state import ServerState
 
 GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
 async def listen(config: Config, sock: socket.socket | None,
-                         context: ssl.SSLContext | None, rcvbuf: int | None = None
-                         ) -> tuple[Any, tuple[str, int]]:
-    """An anyio listener on ``sock`` (bound; listened on here) or on ``config.host``/``port``,
-    wrapped in TLS when ``context`` is given (its handshake bounded by ``timeout_headers``),
-    and the bound ``(host, port)``. ``rcvbuf``: the kernel receive buffer of every accepted
-    socket, bytes (``SO_RCVBUF``; None: the kernel's autotuning). Raises OSError when the
-    address cannot be bound."""
-    if sock is not None:
-        sock.listen(config.backlog)
-        listener: Any = await anyio.abc.SocketListener.from_socket(sock)
-        listeners = [listener]
-    else:
-        listener = await anyio.create_tcp_listener(
-            local_host=config.host, local_port=config.port, backlog=config.backlog)
-        listeners = listener.listeners
+                 context: ssl.SSLContext | None, rcvbuf: int | None = None
+                 ) -> tuple[Any, tuple[str, int], str]:
+    """An anyio listener on ``sock`` (bound; listened on here) or on the socket ``config``
+    names (``listeners.listening_socket``), wrapped in TLS when ``context`` is given (its
+    handshake bounded by ``timeout_headers``); the bound ``(host, port)`` (a UNIX socket:
+    ``(path, 0)``); and where it listens, for the start-up line. ``rcvbuf``: the kernel
+    receive buffer of every accepted socket, bytes (``SO_RCVBUF``; None: the kernel's
+    autotuning). Raises OSError when the address cannot be bound."""
+    if sock is None:
+        sock = listening_socket(config)
+    sock.listen(config.backlog)
     if rcvbuf is not None:  # accepted sockets inherit it from the listening one
-        for one in listeners:
-            one.extra(anyio.abc.SocketAttribute.raw_socket).setsockopt(
-                socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    host, port = listeners[0].extra(anyio.abc.SocketAttribute.local_address)[:2]
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    listener: Any = await anyio.abc.SocketListener.from_socket(sock)
+    bound, where = bound_address(sock), describe(sock, "https" if context else "http")
     if context is not None:  # standard_compatible=False: closing never waits on the client
         listener = TLSListener(listener, context, standard_compatible=False,
                                handshake_timeout=config.timeout_headers)
-    return listener, (host, port)
+    return listener, bound, where
 
 
 async def tick(state: ServerState) -> None:

@@ -13,6 +13,10 @@ before SIGKILL; uvicorn's timeouts all carry a suffix, so the bare name is free)
 ``--max-workers`` (the cap on SIGTTIN; gunicorn has none); there the master imports the app
 only with ``--preload``, and a bad app ends in the workers (status 3, "Worker failed to
 boot.", as gunicorn). ``--workers 1`` serves in this process.
+Where to listen (``toyservers.listeners``): ``--host``/``--port``, or ``--uds PATH`` (a UNIX
+socket, removed on exit; a live one is never replaced), or ``--fd N`` (an inherited socket), or
+a socket systemd passed (``LISTEN_FDS``/``LISTEN_PID``, socket activation); the same with
+``--workers``, where the master holds the socket and the workers inherit it.
 User mistakes (a bad ``module:app``, a port in use, a failed lifespan startup) end with one
 line on stderr and a non-zero exit status, never a traceback.
 """
@@ -110,6 +114,9 @@ def configure_logging(level: str, access_log: bool) -> None:
               help="WSGI only (gunicorn's): gthread threads; above 1, sync becomes gthread.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind to this address.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Bind to this port.")
+@click.option("--uds", default=None, help="Bind to this UNIX domain socket (removed on exit).")
+@click.option("--fd", default=None, type=click.IntRange(min=0),
+              help="Serve the inherited listening socket on this file descriptor.")
 @click.option("--loop", type=click.Choice(["auto", "asyncio", "uvloop"]), default="auto",
               show_default=True, help="Event loop implementation.")
 @click.option("--lifespan", type=click.Choice(["auto", "on", "off"]), default="auto",
@@ -147,7 +154,8 @@ def configure_logging(level: str, access_log: bool) -> None:
               help="Look for APP in this directory (put on sys.path).")
 @click.pass_context
 def main(ctx: click.Context, app: str, server: str, interface: str, worker_class: str,
-         threads: int, host: str, port: int, loop: str, lifespan: str,
+         threads: int, host: str, port: int, uds: str | None, fd: int | None, loop: str,
+         lifespan: str,
          timeout_keep_alive: float, timeout_graceful_shutdown: float,
          limit_concurrency: int | None, backlog: int, root_path: str,
          ssl_keyfile: str | None, ssl_certfile: str | None, access_log: bool,
@@ -182,7 +190,7 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
     if worker_class == "sync" and threads > 1:
         worker_class = "gthread"  # gunicorn: sync with --threads above 1 runs gthread
     config = Config(
-        host=host, port=port, loop=loop,  # type: ignore[arg-type]
+        host=host, port=port, uds=uds, fd=fd, loop=loop,  # type: ignore[arg-type]
         lifespan=lifespan,  # type: ignore[arg-type]
         timeout_keep_alive=timeout_keep_alive,
         timeout_graceful_shutdown=timeout_graceful_shutdown,
@@ -194,6 +202,8 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
     )
     if workers > 1 and not SERVERS[server].multiprocess:
         raise click.UsageError(f"{server} runs one process only: {SERVERS[server].one_process}")
+    if reuse_port and (uds is not None or fd is not None):
+        raise click.UsageError("--reuse-port binds a TCP port per worker: not with --uds or --fd")
     if max_workers is not None and workers > max_workers:
         raise click.UsageError(f"--workers {workers} is above --max-workers {max_workers}")
     if workers > 1:  # the master imports the app only with --preload (gunicorn's rule)

@@ -22,6 +22,10 @@ class Config:
 
     Attributes:
         host, port: where to listen (``port=0`` picks a free port; see ``ready``).
+        uds: listen on a UNIX domain socket at this path instead (uvicorn's ``--uds``).
+        fd: serve the inherited listening socket on this descriptor instead (``--fd``).
+            Without either, a socket systemd passed (``LISTEN_FDS``) wins over host/port
+            (``toyservers.listeners``).
         backlog: ``listen()`` backlog, connections (uvicorn: 2048).
         loop: ``"auto"`` (uvloop when installed), ``"asyncio"`` or ``"uvloop"``.
         lifespan: ASGI lifespan protocol: ``"auto"`` (use it if the app supports it),
@@ -52,6 +56,8 @@ class Config:
 
     host: str = "127.0.0.1"
     port: int = 8000
+    uds: str | None = None
+    fd: int | None = None
     backlog: int = 2048
     loop: LoopName = "auto"
     lifespan: LifespanMode = "auto"

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toyservers.flow_control import FlowControl
+from toyservers.listeners import address
 from toyservers.state import ServerState
 from toyservers.tls import tls_extension
 
@@ -84,13 +85,6 @@ class Deadline:
             return
         self.kind = None
         self.on_timeout(kind)
-
-
-def address(info: Any) -> tuple[str, int] | None:
-    """``(host, port)`` from a socket address; None for a UNIX socket or an unknown one."""
-    if isinstance(info, tuple) and len(info) >= 2:
-        return str(info[0]), int(info[1])
-    return None
 
 
 LINGER = 2.0  # seconds a connection closed in stages reads (and drops) before closing

@@ -49,6 +49,7 @@ from types import ModuleType
 from typing import Any
 
 from toyservers.config import Config
+from toyservers.listeners import describe, listening_socket, release, where
 from toyservers.worker_process import BOOT_ERROR, DRAIN, WorkerState, init_signals, run_worker
 
 logger = logging.getLogger("toyservers.error")
@@ -107,8 +108,8 @@ class Arbiter:
         """The shared listening socket; with ``reuse_port``, a bound one that only holds the
         port (the workers bind their own beside it and the kernel spreads connections)."""
         config = self.config
-        if not self.settings.reuse_port:
-            return socket.create_server((config.host, config.port), backlog=config.backlog)
+        if not self.settings.reuse_port:  # TCP, a UNIX socket, an inherited or systemd's
+            return listening_socket(config)
         sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((config.host, config.port))
@@ -117,13 +118,12 @@ class Arbiter:
     def run(self) -> int:
         """Serve until a TERM, INT or QUIT; the exit status."""
         self.sock = self.bind()
-        host, port = self.sock.getsockname()[:2]
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         for sig in MASTER_SIGNALS:
             signal.signal(sig, self.on_signal)
         scheme = "https" if self.config.ssl_certfile else "http"  # each worker wraps its own
-        logger.info("Listening at: %s://%s:%d (%d)", scheme, host, port, os.getpid())
+        logger.info("Listening at: %s (%d)", describe(self.sock, scheme), os.getpid())
         try:
             while True:
                 while self.signals:  # queued by on_signal (gunicorn's SIG_QUEUE)
@@ -140,6 +140,7 @@ class Arbiter:
                 self.sleep()
         finally:
             self.sock.close()
+            release(self.config.uds)
             for fd in (self.wake_r, self.wake_w):
                 os.close(fd)
 
@@ -286,6 +287,6 @@ def run(module: ModuleType, interface: str, load_app: Callable[[], Any], config:
     try:
         status = Arbiter(module, interface, load_app, config, settings).run()
     except OSError as exc:
-        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
+        logger.error("cannot listen on %s: %s", where(config), exc.strerror or exc)
         status = 1
     sys.exit(status)

@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from toyservers import access_log, http1, http1_parser, wsgi
+from toyservers import access_log, http1, http1_parser, listeners, wsgi
 from toyservers._types import Environ, ExcInfo, Headers, WSGIApp
 from toyservers.config import Config
 from toyservers.http1_parser import BadRequest, BodyReader
@@ -69,7 +69,8 @@ class BlockingHTTPProtocol:
         self.server, self.config, self.sock, self.client = server, server.config, sock, client
         self.buffer = bytearray()  # bytes read and not yet parsed
         self.cycle: RequestResponseCycle | None = None  # the request in flight, if any
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family != socket.AF_UNIX:  # no Nagle on TCP (a UNIX socket has none)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def recv(self, deadline: float) -> bool:
         """Read more into ``buffer`` before ``deadline`` (else TimeoutError); False at EOF."""
@@ -310,7 +311,7 @@ class WSGIServer:
                  shutdown: threading.Event) -> None:
         self.app, self.config, self.listener, self.stopping = app, config, listener, shutdown
         self.state = ServerState(app, config, {})  # here it keeps the Date and Server headers
-        self.address: tuple[str, int] = listener.getsockname()[:2]
+        self.address = listeners.bound_address(listener)  # a UNIX socket: (path, 0)
         self.threaded = config.worker_class == "gthread"
         self.access_log = access_log.enabled(config)
         self.selector = selectors.DefaultSelector()
@@ -354,8 +355,9 @@ class WSGIServer:
             for key, _ in selector.select(max(timeout, 0)):
                 if key.fileobj is self.listener:
                     with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
-                        sock, (host, port, *_) = self.listener.accept()
-                        protocol = BlockingHTTPProtocol(self, sock, (host, port))
+                        sock, peer = self.listener.accept()  # a UNIX socket's peer: ''
+                        protocol = BlockingHTTPProtocol(self, sock,
+                                                        listeners.address(peer) or ("", 0))
                         if self.threaded:
                             self.watch(protocol)  # gthread: a pool thread takes it once readable
                         else:
@@ -420,13 +422,12 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
 
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, on_signal)
-    if sock is None:
-        sock = socket.create_server((config.host, config.port), backlog=config.backlog)
+    own, sock = sock is None, sock if sock is not None else listeners.listening_socket(config)
     sock.listen(config.backlog)
     sock.setblocking(False)
     server = WSGIServer(app, config, sock, shutdown)
-    logger.info("toy-wsgi (%s) running on http://%s:%d (Press CTRL+C to quit)",
-                config.worker_class, *server.address)
+    logger.info("toy-wsgi (%s) running on %s (Press CTRL+C to quit)", config.worker_class,
+                listeners.describe(sock))
     if ready is not None:
         ready(server.address)
     try:
@@ -435,15 +436,15 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
         logger.info("shutting down")
         for closable in (server.selector, sock, server.wake_r, server.wake_w):
             closable.close()
+        listeners.release(config.uds if own else None)
 
 
 def run(app: WSGIApp, config: Config) -> None:
-    """Block serving ``app``; exit with one line (status 1) when the address cannot be bound,
-    and at once on a second SIGINT or SIGTERM, apps still running or not."""
+    """Block serving ``app``; status 1 and one line if it cannot bind; a 2nd signal exits now."""
     try:
         serve(app, config)
     except OSError as exc:
-        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
+        logger.error("cannot listen on %s: %s", listeners.where(config), exc.strerror or exc)
         sys.exit(1)
     except KeyboardInterrupt:  # the interpreter would wait for the pool's threads at exit
         os._exit(1)
