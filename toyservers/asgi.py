@@ -38,6 +38,7 @@ from urllib.parse import unquote
 
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.access_log import log_request
+from toyservers.proxy import apply_to_scope
 
 if TYPE_CHECKING:
     from toyservers.state import ServerState
@@ -85,6 +86,10 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
     }
     if conn.tls is not None:
         scope["extensions"] = {"tls": conn.tls}
+    if state.proxy is not None:  # believed only from a trusted peer (toyservers.proxy)
+        forwarded = state.proxy.resolve(conn.client, headers)
+        if forwarded is not None:
+            apply_to_scope(scope, headers, forwarded)
     return scope
 
 

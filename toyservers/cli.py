@@ -133,6 +133,11 @@ def configure_logging(level: str, access_log: bool) -> None:
               help="PEM private key: serve HTTPS (with --ssl-certfile).")
 @click.option("--ssl-certfile", default=None, type=click.Path(exists=True, dir_okay=False),
               help="PEM certificate chain: serve HTTPS (with --ssl-keyfile).")
+@click.option("--proxy-headers/--no-proxy-headers", default=True, show_default=True,
+              help="Believe X-Forwarded-* and Forwarded from --forwarded-allow-ips.")
+@click.option("--forwarded-allow-ips", default=None,
+              help="Trusted proxies: IPs and CIDRs, comma-separated, or '*' [default: "
+                   "$FORWARDED_ALLOW_IPS, else 127.0.0.1].")
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
               help="Log one line per request.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
@@ -158,7 +163,8 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
          lifespan: str,
          timeout_keep_alive: float, timeout_graceful_shutdown: float,
          limit_concurrency: int | None, backlog: int, root_path: str,
-         ssl_keyfile: str | None, ssl_certfile: str | None, access_log: bool,
+         ssl_keyfile: str | None, ssl_certfile: str | None, proxy_headers: bool,
+         forwarded_allow_ips: str | None, access_log: bool,
          log_level: str, workers: int, reuse_port: bool, timeout: float, max_requests: int,
          max_requests_jitter: int, preload: bool, max_workers: int | None,
          app_dir: str) -> None:
@@ -195,8 +201,8 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
         timeout_keep_alive=timeout_keep_alive,
         timeout_graceful_shutdown=timeout_graceful_shutdown,
         limit_concurrency=limit_concurrency, backlog=backlog, root_path=root_path,
-        ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
-        access_log=access_log, log_level=log_level,
+        ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile, proxy_headers=proxy_headers,
+        forwarded_allow_ips=forwarded_allow_ips, access_log=access_log, log_level=log_level,
         worker_class=worker_class, threads=threads,  # type: ignore[arg-type]
         workers=workers,
     )

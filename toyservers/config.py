@@ -52,6 +52,10 @@ class Config:
         root_path: the ASGI ``root_path`` for an app mounted below a prefix.
         server_header, date_header: send ``Server`` / ``Date`` response headers.
         ssl_keyfile, ssl_certfile: PEM files; both set means TLS.
+        proxy_headers: believe ``X-Forwarded-*`` and ``Forwarded`` from trusted peers
+            (``toyservers.proxy``; uvicorn: on).
+        forwarded_allow_ips: the trusted peers, IPs and CIDRs comma-separated or ``*``;
+            None: ``FORWARDED_ALLOW_IPS`` when set, else ``127.0.0.1`` (uvicorn's default).
     """
 
     host: str = "127.0.0.1"
@@ -80,3 +84,5 @@ class Config:
     date_header: bool = True
     ssl_keyfile: str | None = None
     ssl_certfile: str | None = None
+    proxy_headers: bool = True
+    forwarded_allow_ips: str | None = None

@@ -34,6 +34,7 @@ from urllib.parse import unquote_to_bytes
 
 from toyservers import http1
 from toyservers._types import Environ, ExcInfo, Headers
+from toyservers.proxy import ProxyHeaders, apply_to_environ
 from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -128,9 +129,11 @@ def close_result(result: object) -> None:
 
 def build_environ(method: str, http_version: str, target: bytes, raw_path: bytes, query: bytes,
                   headers: Headers, *, root_path: str, server: tuple[str, int],
-                  client: tuple[str, int], body: IO[bytes], multithread: bool) -> Environ:
+                  client: tuple[str, int], body: IO[bytes], multithread: bool,
+                  proxy: ProxyHeaders | None = None) -> Environ:
     """The environ of one request: ``target`` as received, ``raw_path`` and ``query`` split
-    from it (``http1.split_target``), ``headers`` as parsed; ``body`` is ``wsgi.input``."""
+    from it (``http1.split_target``), ``headers`` as parsed; ``body`` is ``wsgi.input``;
+    ``proxy``: the server's proxy-header rules, if on."""
     script_name = root_path.rstrip("/")  # PEP 3333: SCRIPT_NAME has no trailing slash
     environ: Environ = {
         "REQUEST_METHOD": method, "SCRIPT_NAME": script_name,
@@ -157,6 +160,10 @@ def build_environ(method: str, http_version: str, target: bytes, raw_path: bytes
         text = value.decode("latin-1")
         # RFC 9110 §5.3: repeated field lines are one list, joined with ", "
         environ[key] = environ[key] + ", " + text if key in environ else text
+    if proxy is not None:  # believed only from a trusted peer (toyservers.proxy)
+        forwarded = proxy.resolve(client, headers)
+        if forwarded is not None:
+            apply_to_environ(environ, headers, forwarded)
     return environ
 
 

@@ -132,7 +132,7 @@ class BlockingHTTPProtocol:
         try:
             return cycle.run_wsgi(wsgi.build_environ(
                 method, version, target, raw_path, query, headers, root_path=config.root_path,
-                server=server.address, client=self.client,
+                server=server.address, client=self.client, proxy=server.state.proxy,
                 body=wsgi.input_stream(cycle.read_body), multithread=server.threaded))
         finally:
             self.cycle = None
