@@ -31,12 +31,14 @@ import anyio.abc
 from anyio.abc import ByteStream, SocketAttribute, TaskGroup
 from anyio.streams.tls import TLSAttribute, TLSListener
 
-from toyservers import access_log, tls
+from toyservers import access_log, proxy_protocol, tls
 from toyservers.config import Config
 from toyservers.http1_cycle import RequestResponseCycle as HTTP1Cycle
 from toyservers.http1_cycle import error_answer
 from toyservers.listeners import address, bound_address, describe, listening_socket
 from toyservers.protocol import LINGER
+from toyservers.proxy import Trusted
+from toyservers.proxy_protocol import ProxyHeader
 from toyservers.state import ServerState
 
 GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
@@ -285,3 +287,56 @@ def read_on_demand(stream: ByteStream) -> bool:
     transport.set_protocol(protocol)  # uvloop keeps the bound method: make it look again
     transport.pause_reading()
     return True
+
+
+class Prefixed(ByteStream):
+    """``stream`` with ``first`` put back in front: the bytes that came after a PROXY header
+    are the first the connection reads. ``transport_stream`` is the stream underneath (as a
+    TLS stream's is), so :func:`read_on_demand` still finds the socket's transport."""
+
+    def __init__(self, stream: ByteStream, first: bytes) -> None:
+        self.transport_stream, self.first = stream, first
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self.first:
+            data, self.first = self.first[:max_bytes], self.first[max_bytes:]
+            return data
+        return await self.transport_stream.receive(max_bytes)
+
+    async def send(self, item: bytes) -> None:
+        await self.transport_stream.send(item)
+
+    async def send_eof(self) -> None:
+        await self.transport_stream.send_eof()
+
+    async def aclose(self) -> None:
+        await self.transport_stream.aclose()
+
+    @property
+    def extra_attributes(self) -> Any:
+        return self.transport_stream.extra_attributes
+
+
+async def proxy_header(stream: ByteStream, trusted: Trusted, timeout: float
+                       ) -> tuple[ByteStream, ProxyHeader | None] | None:
+    """Read the PROXY header a connection starts with (``toyservers.proxy_protocol``; the
+    rules of ``toyservers._server.ProxyProtocolReader``): the stream to serve and the header
+    (None: the connection is HTTP from the peer itself); None when the connection must
+    close (a header from an untrusted peer, a malformed one, or none within ``timeout``
+    seconds)."""
+    data = b""
+    with anyio.move_on_after(timeout):
+        try:
+            while (starts := proxy_protocol.starts_header(data)) is None:
+                data += await stream.receive()
+            if not starts:
+                return Prefixed(stream, data), None
+            peer = address(stream.extra(SocketAttribute.remote_address, None))
+            if peer is None or peer[0] not in trusted:
+                return None
+            while (header := proxy_protocol.parse(data)) is None:
+                data += await stream.receive()
+            return Prefixed(stream, data[header.length:]), header
+        except (proxy_protocol.ProxyHeaderError, *GONE):
+            return None
+    return None

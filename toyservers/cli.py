@@ -138,6 +138,8 @@ def configure_logging(level: str, access_log: bool) -> None:
 @click.option("--forwarded-allow-ips", default=None,
               help="Trusted proxies: IPs and CIDRs, comma-separated, or '*' [default: "
                    "$FORWARDED_ALLOW_IPS, else 127.0.0.1].")
+@click.option("--proxy-protocol", is_flag=True,
+              help="Read a PROXY protocol header (v1/v2) from --forwarded-allow-ips first.")
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
               help="Log one line per request.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
@@ -164,13 +166,18 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
          timeout_keep_alive: float, timeout_graceful_shutdown: float,
          limit_concurrency: int | None, backlog: int, root_path: str,
          ssl_keyfile: str | None, ssl_certfile: str | None, proxy_headers: bool,
-         forwarded_allow_ips: str | None, access_log: bool,
+         forwarded_allow_ips: str | None, proxy_protocol: bool, access_log: bool,
          log_level: str, workers: int, reuse_port: bool, timeout: float, max_requests: int,
          max_requests_jitter: int, preload: bool, max_workers: int | None,
          app_dir: str) -> None:
     """Serve the ASGI or WSGI app APP ("module:attribute") with one of the toy servers."""
     if (ssl_keyfile is None) != (ssl_certfile is None):
         raise click.UsageError("--ssl-keyfile and --ssl-certfile go together")
+    if proxy_protocol and SERVERS[server].interface == "wsgi":
+        raise click.UsageError(f"--proxy-protocol: {server} does not read PROXY headers yet")
+    if proxy_protocol and ssl_certfile is not None:
+        raise click.UsageError("--proxy-protocol and TLS: the PROXY header comes before the TLS "
+                               "handshake, which these servers start at once; not supported")
     if interface == "wsgi" and ctx.get_parameter_source("server") is not \
             click.core.ParameterSource.COMMANDLINE:
         server = "toy-wsgi"
@@ -202,7 +209,8 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
         timeout_graceful_shutdown=timeout_graceful_shutdown,
         limit_concurrency=limit_concurrency, backlog=backlog, root_path=root_path,
         ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile, proxy_headers=proxy_headers,
-        forwarded_allow_ips=forwarded_allow_ips, access_log=access_log, log_level=log_level,
+        forwarded_allow_ips=forwarded_allow_ips, proxy_protocol=proxy_protocol,
+        access_log=access_log, log_level=log_level,
         worker_class=worker_class, threads=threads,  # type: ignore[arg-type]
         workers=workers,
     )

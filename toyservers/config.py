@@ -56,6 +56,8 @@ class Config:
             (``toyservers.proxy``; uvicorn: on).
         forwarded_allow_ips: the trusted peers, IPs and CIDRs comma-separated or ``*``;
             None: ``FORWARDED_ALLOW_IPS`` when set, else ``127.0.0.1`` (uvicorn's default).
+        proxy_protocol: read a PROXY protocol header (v1 or v2) before HTTP, from the
+            trusted peers only (gunicorn's ``--proxy-protocol``; ``toyservers.proxy_protocol``).
     """
 
     host: str = "127.0.0.1"
@@ -86,3 +88,4 @@ class Config:
     ssl_certfile: str | None = None
     proxy_headers: bool = True
     forwarded_allow_ips: str | None = None
+    proxy_protocol: bool = False

@@ -88,6 +88,12 @@ class Trusted:
         return any(ip in network for network in self.networks)
 
 
+def trusted_peers(spec: str | None) -> Trusted:
+    """The trusted set ``--forwarded-allow-ips`` names; None: ``FORWARDED_ALLOW_IPS`` when
+    set, else :data:`DEFAULT_TRUSTED` (uvicorn's rule)."""
+    return Trusted(spec if spec is not None else os.environ.get(ENV, DEFAULT_TRUSTED))
+
+
 class Forwarded(NamedTuple):
     """What the trusted headers change: the client, scheme, host and port the client used
     (None: unchanged)."""
@@ -174,8 +180,7 @@ class ProxyHeaders:
     """
 
     def __init__(self, trusted: str | None = None) -> None:
-        self.trusted = Trusted(trusted if trusted is not None
-                               else os.environ.get(ENV, DEFAULT_TRUSTED))
+        self.trusted = trusted_peers(trusted)
         self.peers: dict[str, bool] = {}  # peer address -> trusted, asked once per address
 
     def resolve(self, peer: Address | None, headers: list[tuple[bytes, bytes]]
