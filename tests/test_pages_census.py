@@ -91,6 +91,15 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
         ["test_bench_workers.py::test_exercise_command_runs_as_printed_with_the_solution"],
     ("12-blocking-and-workers.md", "Run it"):
         ["test_bench_workers.py::test_run_it_by_hand_commands_run_as_printed"],
+    ("test-your-own-server.md", "The hostile corpus"):
+        ["test_page_own_server.py::test_hostile_corpus_commands_run_as_printed",
+         "test_page_own_server.py::test_fix_one_changes_the_outcomes_the_page_names"],
+    ("test-your-own-server.md", "Fix one"):
+        ["test_page_own_server.py::test_fix_one_changes_the_outcomes_the_page_names"],
+    ("test-your-own-server.md", "The conformance suite"):
+        ["test_page_own_server.py::test_conformance_suite_command_runs_as_printed"],
+    ("test-your-own-server.md", "h2spec"):
+        ["test_page_own_server.py::test_h2spec_commands_run_as_printed"],
     ("index.md", "How to run the code"):
         [f"{RUN_IT}::test_index_commands", f"{RUN_IT}::test_index_make_commands_run_as_printed"],
     ("workshop.md", "Setup, for every student (no root)"):
