@@ -91,6 +91,12 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
         ["test_bench_workers.py::test_exercise_command_runs_as_printed_with_the_solution"],
     ("12-blocking-and-workers.md", "Run it"):
         ["test_bench_workers.py::test_run_it_by_hand_commands_run_as_printed"],
+    ("hardening.md", "Every limit and deadline"):
+        ["test_page_hardening.py::test_limits_table_is_what_the_code_says"],
+    ("hardening.md", "WSGI's header map: `_` poses as `-`"):
+        ["test_page_hardening.py::test_header_map_command_runs_as_printed"],
+    ("hardening.md", "Request smuggling: one CL.TE, worked"):
+        ["test_page_hardening.py::test_smuggling_commands_run_as_printed"],
     ("test-your-own-server.md", "The hostile corpus"):
         ["test_page_own_server.py::test_hostile_corpus_commands_run_as_printed",
          "test_page_own_server.py::test_fix_one_changes_the_outcomes_the_page_names"],
