@@ -148,6 +148,7 @@ def test_step3_closes_an_idle_connection_after_its_deadline() -> None:
 #: 3b's 1-second bounds with room to spare, well short of step 3's 10-second socket timeout.
 UNBOUNDED_WAIT = 2.5
 BOUNDED = {"REQUEST_SECONDS": "1", "SEND_SECONDS": "1"}
+ANSWER_WAIT = 5.0  # seconds a client waits for step 3b's answer (it stops at the answer)
 
 
 @contextmanager
@@ -170,7 +171,7 @@ def test_step3b_answers_a_trickled_request_with_408() -> None:
         outcome = trickle((server.host, server.port), request, 0.2, UNBOUNDED_WAIT)
         assert (outcome.data, outcome.closed) == (b"", False)
     with step(f"{STEPS}/step3b_bounded.py", env=BOUNDED) as server:
-        outcome = trickle((server.host, server.port), request, 0.2, UNBOUNDED_WAIT)
+        outcome = trickle((server.host, server.port), request, 0.2, ANSWER_WAIT)
         assert outcome.status == 408 and outcome.closed
 
 
@@ -180,7 +181,7 @@ def test_step3b_refuses_a_body_past_its_limit_before_reading_it() -> None:
         outcome = stall((server.host, server.port), huge + b"x" * 100_000, UNBOUNDED_WAIT)
         assert (outcome.data, outcome.closed) == (b"", False)  # still reading the terabyte
     with step(f"{STEPS}/step3b_bounded.py") as server:  # MAX_BODY: 1 MiB
-        outcome = stall((server.host, server.port), huge, UNBOUNDED_WAIT)
+        outcome = stall((server.host, server.port), huge, ANSWER_WAIT)
         assert outcome.status == 413 and outcome.closed
         answer = httpx.post(f"{server.url}/echo", content=b"x" * 1000, timeout=TIMEOUT)
         assert answer.text == "POST /echo: 1000 body bytes\n"
@@ -190,19 +191,19 @@ def test_step3b_drops_a_client_that_stops_reading() -> None:
     """One thread; a client asks for 64 MiB and reads nothing. Step 3's thread waits in
     ``sendall`` for its whole 10-second timeout, and the next client with it; step 3b gives
     each piece SEND_SECONDS, drops the stalled client and answers the next."""
-    def next_client_while_one_stalls(server: ServerProcess) -> int | None:
+    def next_client_while_one_stalls(server: ServerProcess, wait: float) -> int | None:
         with socket.socket() as stalled:
             stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_BUFFER)
             stalled.connect((server.host, server.port))
             stalled.sendall(b"GET /big?mib=64 HTTP/1.1\r\nHost: x\r\n\r\n")
             return stall((server.host, server.port),
                          b"GET /fast HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-                         UNBOUNDED_WAIT).status
+                         wait).status
 
     with step3_with_big({"THREADS": "1"}) as server:
-        assert next_client_while_one_stalls(server) is None  # its only thread is taken
+        assert next_client_while_one_stalls(server, UNBOUNDED_WAIT) is None  # its one thread
     with step(f"{STEPS}/step3b_bounded.py", env={"THREADS": "1", **BOUNDED}) as server:
-        assert next_client_while_one_stalls(server) == 200
+        assert next_client_while_one_stalls(server, ANSWER_WAIT) == 200
         assert len(httpx.get(f"{server.url}/big?mib=8", timeout=TIMEOUT).content) == 8 << 20
 
 

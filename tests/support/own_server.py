@@ -14,8 +14,10 @@ started, at the end.
 
 What each suite checks on it (the lessons' "Test your own server" page walks through them):
 
-- hostile: every case and slow-client test. An accepted case's response must be a 200 (and
-  ``NEXT``'s after it), but its body is not read as the echo app's JSON: the app is yours.
+- hostile (``tests/hostile/test_hostile.py``): every case and slow-client test. An accepted
+  case's response must be a 200 (and ``NEXT``'s after it), but its body is not read as the
+  echo app's JSON: the app is yours. ``test_findings.py`` beside it needs the project's apps
+  and runs on the registry's servers whatever the option says: select ``test_hostile.py``.
 - conformance: the tests of ``support.WIRE_FEATURES`` only, the ones any server that answers
   ``GET`` with 200 can be checked on; the others need the suite's ASGI app and are skipped
   with that reason.
