@@ -19,6 +19,8 @@ from tests.support.pages import ROOT, blocks, localize, section
 from tests.test_h2spec import H2SPEC
 from tests.test_lessons import LESSONS
 
+pytestmark = pytest.mark.slow  # each test runs one or two of the page's pytest runs: 5-25 s
+
 PAGE = LESSONS / "test-your-own-server.md"
 RUN_TIMEOUT = 120  # seconds one of the page's pytest runs may take (the corpus: about 10)
 #: The cases the page says step 6's fix turns from failing to passing.
