@@ -129,7 +129,8 @@ def test_lesson4_scripts_print_what_the_page_shows(title: str) -> None:
 
 
 @pytest.mark.parametrize("title", ["Step 2: h11 on a blocking socket",
-                                   "Step 2b: the loop inside out"])
+                                   "Step 2b: the loop inside out",
+                                   "Step 2c: a deadline, a limit, flow control"])
 def test_lesson4_step_servers(title: str) -> None:
     check_server_section(PAGE_4, title)
 
@@ -175,6 +176,10 @@ def test_lesson5_step2b_commands_and_highlights() -> None:
     code = ROOT / "lessons" / "code"
     assert match.group(1) == changed_lines(code / "04-sans-io" / "step2b_asyncio.py",
                                            code / "05-speed" / "step2b_asgi.py")
+
+
+def test_lesson5_step2c_commands() -> None:
+    check_server_section(PAGE_5, "Step 2c: what llhttp does not bound")
 
 
 def test_lesson5_run_it() -> None:
