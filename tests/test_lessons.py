@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import socket
@@ -513,6 +514,20 @@ def test_section_markers_come_in_pairs() -> None:
         ends = re.findall(r"--8<-- \[end:(\w+)\]", text)
         if sorted(starts) != sorted(ends) or len(set(starts)) != len(starts):
             problems.append(f"{path.relative_to(ROOT)}: starts {starts}, ends {ends}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_command_in_a_docstring_runs_from_the_repository_root() -> None:
+    """A step's or an exercise's docstring says how to run it as the pages do: the venv's
+    interpreter by its path and the file's path from the repository's root, so it runs as
+    printed after ``make venv``, from where every other command runs."""
+    problems = []
+    for path in [*CODE.rglob("*.py"), *(LESSONS / "exercises").rglob("*.py")]:
+        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+        commands = re.findall(r"([\w./-]*python3?) +([\w./-]+\.py)\b", docstring)
+        for interpreter, script in commands:
+            if interpreter != ".venv/bin/python" or not (ROOT / script).is_file():
+                problems.append(f"{path.relative_to(ROOT)}: {interpreter} {script}")
     assert not problems, "\n".join(problems)
 
 
