@@ -531,6 +531,66 @@ def test_every_command_in_a_docstring_runs_from_the_repository_root() -> None:
     assert not problems, "\n".join(problems)
 
 
+#: What a page's commands need beyond ``make venv`` (and wrk, which the index names for every
+#: ``bench`` command), found by what the commands say.
+NEEDS = {
+    "redis-server": r"\bbench servers\b|serve_servers_app\.py",
+    "h2load": r"\bbench h2\b|ARGS=\"h2\b",
+    "HTTP/2": r"--http2",
+    "Linux": r"\bps --ppid\b|\bpgrep -\w*P\b",
+}
+
+
+def test_a_page_that_needs_more_than_make_venv_says_so_at_its_top() -> None:
+    """A reader learns what to install before the first command that needs it: a page whose
+    commands need redis-server, h2load, a curl with HTTP/2 or Linux's process tools names
+    them in its "What this page needs" box, above its first section."""
+    problems = []
+    for page in sorted(LESSONS.glob("*.md")):
+        text = page.read_text()
+        commands = "\n".join(re.findall(r"^ *```sh\n(.*?)^ *```", text, re.S | re.M))
+        needed = [name for name, pattern in NEEDS.items() if re.search(pattern, commands)]
+        top = text.split("\n## ", 1)[0]
+        box = re.search(r'^!!! info "What this page needs[^"]*"\n((?: {4}.*\n)+)', top, re.M)
+        for name in needed:
+            if box is None or name not in box.group(1):
+                problems.append(f"{page.name}: its commands need {name}; its box does not say")
+    assert not problems, "\n".join(problems)
+    index = (LESSONS / "index.md").read_text()
+    assert "Linux, or Windows with WSL" in index
+
+
+def test_every_published_figure_names_its_source_by_title() -> None:
+    """Each file of published figures cites its source (title, and author or date where they
+    are known) and says whether its figures were checked against it; every page that quotes
+    one, or speaks of "the paper", "the post" or "the article", names it by its title."""
+    titles = {}
+    for path in sorted((ROOT / "bench" / "published").glob("*.json")):
+        data = json.loads(path.read_text())
+        cited = data["citation"]
+        assert cited["title"] and f'"{cited["title"]}"' in data["source"], path.name
+        assert "author" in cited and "date" in cited, path.name  # None: not known
+        assert cited["figures"] in ("checked against the source",
+                                    "as quoted in the project's issue 10, unverified"), path.name
+        titles[path.stem] = cited["title"]
+    titles["layers"] = "How Fast can a python web framework be"  # results/published/layers.md
+    problems = []
+    for page in sorted(LESSONS.glob("*.md")):
+        text = " ".join(page.read_text().split())
+        quoted = [name for name in titles if f"bench/published/{name}.json" in text
+                  or f"lessons/results/published/{name}.md" in text]
+        for name in quoted:
+            cited_in = text
+            if name == "layers":  # the page includes the file, which cites the post
+                cited_in += " " + (LESSONS / "results" / "published" / "layers.md").read_text()
+            if titles[name] not in " ".join(cited_in.split()):
+                problems.append(f"{page.name} quotes {name} without its title")
+        if re.search(r"\bthe (paper|post|article)\b", text, re.I) and not any(
+                title in text for title in titles.values()):
+            problems.append(f"{page.name} speaks of a publication without naming it")
+    assert not problems, "\n".join(problems)
+
+
 def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f",
