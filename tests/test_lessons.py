@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import socket
