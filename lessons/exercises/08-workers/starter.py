@@ -3,10 +3,10 @@
 Lesson 8's step 2 replaces every worker that dies. That is right for a worker that a bug or
 the kernel's OOM killer took down after it booted, and wrong for one that dies as it boots:
 when the app cannot load (a deploy shipped a syntax error, a setting is missing), the
-replacement dies the same way, and step 2's master forks in a loop, a new process every few
-milliseconds, while nothing serves. gunicorn's answer: a worker that cannot boot exits with
-status 3 (``WORKER_BOOT_ERROR``), and a master that reaps one stops the whole server with the
-same status and "Worker failed to boot.", for whoever started it to read.
+replacement dies the same way, and step 2's master forks in a loop, a new worker as fast as
+each can start and fail, while nothing serves. gunicorn's answer: a worker that cannot boot
+exits with status 3 (``WORKER_BOOT_ERROR``), and a master that reaps one stops the whole
+server with the same status and "Worker failed to boot.", for whoever started it to read.
 
 Here each worker boots by loading the app from the file ``APP`` (env var; default
 ``hello_app.py`` beside this file) and taking its ``GREETING``; when that raises, the worker
