@@ -257,6 +257,35 @@ def test_the_largest_steps_are_what_lesson_6_says() -> None:
     assert added[("asgi", "bare")] < starlette  # the first interface, cheap in µs
 
 
+def test_lesson6_arithmetic_with_a_1_ms_query_is_the_committed_tables() -> None:
+    """"What this experiment leaves out" works out each row with a 1 ms query behind it: the
+    wait caps it at connections / (1 ms + t), the core at 1 / t (its RPS). Every figure that
+    paragraph prints is recomputed here from the committed results.json, in its words."""
+    data = json.loads((LESSONS / "results" / "layers" / "results.json").read_text())
+    connections = data["settings"]["connections"]
+    rows = {(r["layer"], r["server"]): r["rps_median"] for r in data["rows"] if r["rps_median"]}
+    cap = {key: connections / (1e-3 + 1 / rps) for key, rps in rows.items()}
+    waits = [key for key in rows if rows[key] > cap[key]]  # the wait is the tighter limit
+    cpu_bound = sorted(rows[key] for key in rows if key not in waits)
+    fastapi = rows[("fastapi", "uvicorn")]
+
+    def k(value: float) -> str:
+        return f"{value / 1000:.1f}k"
+
+    text = " ".join(section(PAGE_6, "What this experiment leaves out").split())
+    assert connections == 10 and "the 10 connections each wait 1 ms + t" in text
+    assert (f"runs from {k(max(cap.values()))} requests per second (axum) to "
+            f"{k(min(cap.values()))} (FastAPI)") in text
+    assert max(cap, key=cap.__getitem__) == ("axum", "axum")
+    assert min(cap, key=cap.__getitem__) == ("fastapi", "uvicorn")
+    assert ("starlette", "uvicorn") in waits and ("fastapi", "uvicorn") not in waits
+    assert f"between {k(min(cap[w] for w in waits))} and {k(max(cap[w] for w in waits))}" in text
+    assert f"FastAPI's core limit, {k(fastapi)}, is below its wait cap" in text
+    others = [k(rps) for rps in cpu_bound if rps != fastapi]
+    assert f"the two h11 rows ({others[0]} and {others[1]})" in text, others
+    assert {key[1] for key in rows if key not in waits} == {"toy-h11", "uvicorn-h11", "uvicorn"}
+
+
 def test_index_commands() -> None:
     text = section(LESSONS / "index.md", "How to run the code")
     _, _, server_command, curl = blocks(text, "sh")
