@@ -165,7 +165,7 @@ def test_a_close_frame_ends_reading() -> None:
     assert events(client_frame(CLOSE)) == [Close(websocket.NO_STATUS, "")]
 
 
-@pytest.mark.parametrize(("data", "code"), [
+BAD_INPUT = [
     (client_frame(TEXT, b"x", masked=False), 1002),  # §5.1: client frames are masked
     (client_frame(TEXT, b"x", rsv=0x40), 1002),  # RSV1 with no extension agreed
     (client_frame(TEXT, b"x", rsv=0x20), 1002),
@@ -188,7 +188,10 @@ def test_a_close_frame_ends_reading() -> None:
     (client_frame(CLOSE, (2000).to_bytes(2, "big")), 1002),
     (client_frame(CLOSE, (5000).to_bytes(2, "big")), 1002),
     (client_frame(CLOSE, b"\x03\xe8\xff"), 1007),  # a reason that is not UTF-8
-])
+]
+
+
+@pytest.mark.parametrize(("data", "code"), BAD_INPUT)
 def test_bad_input_fails_with_its_close_code(data: bytes, code: int) -> None:
     assert events(data)[-1] == ("error", code)
 
@@ -252,8 +255,10 @@ def test_a_close_code_no_frame_may_carry_is_refused(code: int) -> None:
     ([b"permessage-deflate; server_no_context_takeover; client_no_context_takeover"],
      b"permessage-deflate; server_no_context_takeover; client_no_context_takeover; "
      b"server_max_window_bits=12"),
-    ([b"permessage-deflate; server_max_window_bits=8", b"permessage-deflate"],
-     b"permessage-deflate; server_max_window_bits=12"),  # 8 declined: the next offer
+    ([b"permessage-deflate; server_max_window_bits=8; client_max_window_bits=8"],
+     b"permessage-deflate; server_max_window_bits=8; client_max_window_bits=8"),
+    ([b"permessage-deflate; unknown=1", b"permessage-deflate"],
+     b"permessage-deflate; server_max_window_bits=12"),  # the first declined: the next one
     ([b"x-webkit-deflate-frame", b"permessage-deflate; unknown=1"], None),
     ([b"permessage-deflate; server_max_window_bits=16"], None),
     ([b"permessage-deflate; server_max_window_bits=09"], None),
@@ -301,13 +306,15 @@ def test_invalid_deflate_data_is_1007() -> None:
                   deflate=negotiate([b"permessage-deflate"])) == [("error", 1007)]
 
 
-def test_what_we_compress_inflates_with_the_agreed_window() -> None:
-    deflate = negotiate([b"permessage-deflate; server_max_window_bits=10"])
+@pytest.mark.parametrize("bits", [8, 10])
+def test_what_we_compress_inflates_with_the_agreed_window(bits: int) -> None:
+    """Even a 256-byte window (8 bits, which zlib cannot deflate with: Huffman coding only)."""
+    deflate = negotiate([b"permessage-deflate; server_max_window_bits=%d" % bits])
     assert deflate is not None
     conn = Connection(Handshake(KEY, [], []))
     conn.deflate = deflate
-    inflater = zlib.decompressobj(wbits=-10)
-    for text in ["a" * 5000, "b" * 3000, ""]:
+    inflater = zlib.decompressobj(wbits=-bits)
+    for text in ["a" * 5000, "b" * 3000, "", "the window is small " * 50]:
         frame = conn.send_message(text)
         assert frame[0] == 0x80 | 0x40 | TEXT
         payload = frame[4:] if frame[1] == 126 else frame[2:]

@@ -15,10 +15,12 @@ compress_settings={"memLevel": 5})``: a 4 KiB window and less memory per connect
   message with an empty window (a fresh zlib object). We grant either when asked, and ask
   neither: keeping the window compresses better.
 - ``server_max_window_bits`` (8-15): the window we compress with: what the client asks, at
-  most 12 (12 when it does not ask). zlib cannot compress with 8 (it uses 9), so an offer
-  asking 8 is declined, as websockets does.
+  most 12 (12 when it does not ask). zlib cannot keep a 256-byte window (asked for 8, it
+  takes 9), so for 8 we deflate with Huffman coding alone: no back-reference at all, which any
+  window inflates (websockets declines such an offer instead).
 - ``client_max_window_bits`` (no value, or 8-15): the window the client may use; we answer it
-  only when offered, with at most 12, and inflate with what we answered (15 otherwise).
+  only when offered, with at most 12, and inflate with what we answered (15 otherwise; 9 for
+  8, since a client on zlib deflates with 9 when asked for 8).
 
 Deliberately left out: other extensions (``x-webkit-deflate-frame``), quoted parameter values
 (§7.1 allows them; no client sends one), compression levels other than zlib's default.
@@ -61,11 +63,17 @@ class PerMessageDeflate:
         self.client_no_context_takeover = client_no_context_takeover
         self.server_bits, self.client_bits = server_bits, client_bits
         self.compressor = self._compressor()
-        self.decompressor = zlib.decompressobj(-client_bits)  # negative: raw DEFLATE, no header
+        self.decompressor = self._decompressor()
 
-    def _compressor(self) -> zlib._Compress:
+    def _compressor(self) -> zlib._Compress:  # negative bits: raw DEFLATE, no zlib header
+        if self.server_bits == 8:  # no back-references: see the module docstring
+            return zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -9, MEM_LEVEL,
+                                    zlib.Z_HUFFMAN_ONLY)
         return zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -self.server_bits,
                                 MEM_LEVEL)
+
+    def _decompressor(self) -> zlib._Decompress:
+        return zlib.decompressobj(-max(self.client_bits, 9))
 
     def compress(self, data: bytes) -> bytes:
         """One message's payload: deflated, sync-flushed, its last four bytes left off."""
@@ -81,7 +89,7 @@ class PerMessageDeflate:
         ``client_no_context_takeover`` was agreed. Raises zlib.error for invalid data."""
         out = self.decompressor.decompress(data, limit + 1)
         if end and self.client_no_context_takeover:
-            self.decompressor = zlib.decompressobj(-self.client_bits)
+            self.decompressor = self._decompressor()
         return out
 
     def response(self) -> bytes:
@@ -101,7 +109,7 @@ def negotiate(offers: list[bytes]) -> PerMessageDeflate | None:
     """The first permessage-deflate offer of ``offers`` (the elements of the request's
     ``Sec-WebSocket-Extensions``, in order) we can accept, with the parameters we answer
     (``response()``); None when there is none. An offer with an unknown, repeated or invalid
-    parameter is declined (RFC 7692 §5.1), and so is one asking server_max_window_bits=8."""
+    parameter is declined (RFC 7692 §5.1)."""
     for offer in offers:
         name, *params = [part.strip(b" \t") for part in offer.split(b";")]
         if name.lower() == NAME and (agreed := _accept(params)) is not None:
@@ -124,7 +132,7 @@ def _accept(params: list[bytes]) -> PerMessageDeflate | None:
     server_bits, client_bits = MAX_WINDOW_BITS, 15
     if b"server_max_window_bits" in seen:
         asked = _BITS.get(seen[b"server_max_window_bits"] or b"")
-        if asked is None or asked == 8:  # 8: zlib compresses with 9 (see the module docstring)
+        if asked is None:
             return None
         server_bits = min(asked, MAX_WINDOW_BITS)
     if b"client_max_window_bits" in seen:
