@@ -214,6 +214,18 @@ def test_a_64_bit_length_over_max_size_fails_from_the_header_alone() -> None:
     assert events(fragments, max_size=1000) == [("error", 1009)]  # the message's total counts
 
 
+EMPTY_START = client_frame(TEXT, b"", fin=False)
+EMPTY = client_frame(CONTINUATION, b"", fin=False)
+EMPTY_FLOOD = EMPTY_START + EMPTY * websocket.MAX_EMPTY_FRAGMENTS
+
+
+def test_a_flood_of_empty_fragments_is_1008() -> None:
+    """Each costs a parse and carries nothing: past MAX_EMPTY_FRAGMENTS in one message, 1008."""
+    fine = EMPTY_FLOOD[:-len(EMPTY)] + client_frame(CONTINUATION, b"end")
+    assert events(fine) == [Message("end")]
+    assert events(EMPTY_FLOOD) == [("error", 1008)]
+
+
 @pytest.mark.parametrize("code", [1000, 1001, 1002, 1003, 1007, 1011, 1012, 1013, 1014, 3000,
                                   4999])
 def test_valid_close_codes_are_accepted(code: int) -> None:

@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import signal
 import socket
+import ssl
 import sys
 import time
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+import trustme
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from tests.support import ws_echo_app
 from tests.support.running import HOST, PeakRSS, RunningServer, running_server, serving
-from tests.test_websocket import KEY, client_frame
+from tests.test_websocket import EMPTY_FLOOD, KEY, client_frame
 from toyservers.websocket import BINARY, CLOSE, CONTINUATION, PING, TEXT
 from toyservers.websocket_protocol import MAX_PINGS
 
@@ -43,7 +47,8 @@ def port(request: pytest.FixtureRequest) -> Iterator[int]:
 
 
 def client(port: int, path: str = "/ws", **options: object) -> ClientConnection:
-    return connect(f"ws://{HOST}:{port}{path}", open_timeout=TIMEOUT, close_timeout=TIMEOUT,
+    scheme = "wss" if "ssl" in options else "ws"
+    return connect(f"{scheme}://{HOST}:{port}{path}", open_timeout=TIMEOUT, close_timeout=TIMEOUT,
                    **options)  # type: ignore[arg-type]
 
 
@@ -75,6 +80,28 @@ def test_the_close_handshake_both_ways(port: int) -> None:
     with client(port, "/close") as ws, pytest.raises(ConnectionClosed):
         ws.recv(timeout=TIMEOUT)
     assert (ws.close_code, ws.close_reason) == (4001, "bye")
+
+
+def test_over_tls_the_scope_says_wss(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    issued = ca.issue_cert(HOST)
+    issued.private_key_pem.write_to_path(tmp_path / "key.pem")
+    issued.cert_chain_pems[0].write_to_path(tmp_path / "cert.pem")
+    scopes: list[dict[str, Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        scopes.append(scope)
+        await ws_echo_app.app(scope, receive, send)
+
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    with serving("toy-raw", app, ssl_keyfile=str(tmp_path / "key.pem"),
+                 ssl_certfile=str(tmp_path / "cert.pem")) as bound, \
+            client(bound, ssl=context) as ws:
+        ws.send("secret")
+        assert ws.recv(timeout=TIMEOUT) == "secret"
+    assert scopes[0]["scheme"] == "wss" and "tls" in scopes[0]["extensions"]
+    assert "websocket.http.response" in scopes[0]["extensions"]
 
 
 # --- hostile input -------------------------------------------------------------------------------
@@ -131,6 +158,7 @@ HOSTILE = {  # name: (bytes after the handshake, the close code, offer permessag
                                1009, False),
     "deflate bomb": (client_frame(BINARY, BOMB, rsv=0x40), 1009, True),
     "ping flood": (client_frame(PING, b"x") * (MAX_PINGS + 1), 1008, False),
+    "empty fragment flood": (EMPTY_FLOOD, 1008, False),
 }
 DEFLATE = b"Sec-WebSocket-Extensions: permessage-deflate\r\n"
 

@@ -2,8 +2,9 @@
 
 The same inputs as our module's tests (test_websocket.py) give the same events and close
 codes through the adapter; and what the adapter adds to wsproto: messages joined from their
-frames, 1009 from a frame header announcing too much, a bounded deflate bomb, bytes kept from
-before the 101, a close frame told apart from a parse failure.
+frames, 1009 from a frame header announcing too much, a bounded deflate bomb, the empty
+fragment flood refused, bytes kept from before the 101, a close frame told apart from a parse
+failure.
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ import zlib
 
 import pytest
 
-from tests.test_websocket import BAD_INPUT, HANDSHAKE, client_frame, deflated
+from tests.test_websocket import (
+    BAD_INPUT,
+    EMPTY,
+    EMPTY_FLOOD,
+    HANDSHAKE,
+    client_frame,
+    deflated,
+)
 from toyservers import websocket
 from toyservers.websocket import (
     BINARY,
@@ -69,6 +77,12 @@ def test_fragments_and_control_frames_come_out_as_ours_do() -> None:
             + client_frame(PONG, b"q") + client_frame(CLOSE, b"\x03\xe8bye"))
     assert events(accepted()[0], data) == [Ping(b"p"), Message("hello"), Message(b"\x00"),
                                            Pong(b"q"), Close(1000, "bye")]
+
+
+def test_a_flood_of_empty_fragments_is_1008_as_in_ours() -> None:
+    fine = EMPTY_FLOOD[:-len(EMPTY)] + client_frame(CONTINUATION, b"end")
+    assert events(accepted()[0], fine) == [Message("end")]
+    assert events(accepted()[0], EMPTY_FLOOD) == [("error", 1008)]
 
 
 def test_bytes_from_before_the_101_are_kept() -> None:

@@ -13,7 +13,8 @@ into events. What differs is adapted here:
   state still open; a real close frame moves its state on. The first is our ProtocolError;
 - permessage-deflate inflates each piece whole in wsproto, so a small deflate bomb would grow
   without bound: ``BoundedDeflate`` stops it past ``max_size`` (1009);
-- a close code no frame may carry raises ValueError (wsproto sends 1000 instead).
+- a close code no frame may carry raises ValueError (wsproto sends 1000 instead);
+- a flood of empty fragments is refused as ours refuses it (``websocket.MAX_EMPTY_FRAGMENTS``).
 
 Deliberately left out: wsproto's client side, and its handshake checks beyond
 ``websocket.check_handshake``'s (ours run first, on every engine).
@@ -118,6 +119,7 @@ class WsprotoConnection:
         self.early = b""  # bytes that came before the 101 (wsproto takes none before)
         self.pending: Iterator[events.Event] | None = None  # wsproto's events generator
         self.parts: list[Any] = []
+        self.empty = 0  # the message's empty fragments (websocket.MAX_EMPTY_FRAGMENTS)
         self.close_sent = False
 
     def accept(self, subprotocol: str | None, headers: Headers) -> bytes:
@@ -159,8 +161,12 @@ class WsprotoConnection:
         data = event.data
         self.parts.append(data)
         if not event.message_finished:
+            if not data and event.frame_finished:  # an empty fragment, not the last one
+                self.empty += 1
+                if self.empty > websocket.MAX_EMPTY_FRAGMENTS:
+                    raise websocket.ProtocolError(websocket.POLICY, "a flood of empty fragments")
             return None
-        parts, self.parts = self.parts, []
+        parts, self.parts, self.empty = self.parts, [], 0
         return websocket.Message("".join(parts) if isinstance(data, str) else b"".join(parts))
 
     def send_message(self, data: str | bytes) -> bytes:
