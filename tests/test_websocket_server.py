@@ -368,6 +368,23 @@ def test_pings_are_answered_and_keepalive_pings_want_their_pong(
     assert client.closed
 
 
+def test_a_late_pong_does_not_cancel_the_close_deadline(connect: Callable[..., Client]) -> None:
+    async def close_later(send: Any) -> None:
+        await send({"type": "websocket.accept"})
+        await asyncio.sleep(25)  # on the fake clock: after the first keepalive ping
+        await send({"type": "websocket.close"})
+
+    client = connect(Recorder(close_later), ws_ping_interval=20.0, ws_ping_timeout=20.0)
+    client.handshake()
+    client.advance(20.0)
+    [(_, payload)] = client.frames()
+    client.advance(5.0)
+    assert client.frames() == [(CLOSE, close_payload(1000))]
+    client.feed(client_frame(PONG, payload))  # the ping's answer, after our close
+    client.advance(CLOSE_TIMEOUT)
+    assert client.closed
+
+
 # --- backpressure --------------------------------------------------------------------------------
 
 

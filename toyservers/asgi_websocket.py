@@ -70,6 +70,13 @@ def websocket_scope(scope: Scope, subprotocols: list[str]) -> Scope:
     return ws_scope
 
 
+def log_handshake(protocol: WSConnection, scope: Scope, status: int) -> None:
+    """The access line of the handshake request, with the status it got (101 when accepted)."""
+    if protocol.access_log:
+        log_request(protocol.client, "GET", scope["raw_path"], scope["query_string"], "1.1",
+                    status)
+
+
 class Engine(Protocol):
     """A WebSocket implementation after the handshake (``websocket.Connection``'s methods)."""
 
@@ -148,6 +155,13 @@ class WebSocketCycle:
                                    "reason": reason})
             self.wake()
 
+    async def wait(self) -> None:
+        """Wait for ``wake()`` (an event came). A server on another I/O model than asyncio's
+        overrides both, and ``start_task`` (toy-anyio: an anyio Event, its task group)."""
+        self.waiter = asyncio.get_running_loop().create_future()
+        await self.waiter
+        self.waiter = None
+
     def wake(self) -> None:
         waiter = self.waiter
         if waiter is not None and not waiter.done():
@@ -161,9 +175,7 @@ class WebSocketCycle:
         while not self.queue:
             if self.last is not None:
                 return self.last
-            self.waiter = asyncio.get_running_loop().create_future()
-            await self.waiter
-            self.waiter = None
+            await self.wait()
         message = self.queue.popleft()
         if message["type"] == "websocket.disconnect":
             self.last = message
@@ -204,7 +216,7 @@ class WebSocketCycle:
             framer.start(message["status"], message.get("headers", ()),
                          protocol.state.default_headers, protocol.state.default_headers_bytes)
             self.state = RESPONDING
-            self.log(framer.status)
+            log_handshake(protocol, self.scope, framer.status)
         elif state is RESPONDING and kind == "websocket.http.response.body":
             assert self.framer is not None
             more_body = message.get("more_body", False)
@@ -228,7 +240,7 @@ class WebSocketCycle:
         self.protocol.write(self.engine.accept(subprotocol, list(zip(names, fields.lines[2::4],
                                                                      strict=True))))
         self.state = CONNECTED
-        self.log(101)
+        log_handshake(self.protocol, self.scope, 101)
         self.protocol.on_accept()
 
     def close(self, code: int, reason: str = "") -> None:
@@ -246,7 +258,7 @@ class WebSocketCycle:
         """Answer the handshake with ``status`` (403, 500, 503) instead of a 101, and close."""
         self.protocol.write(http1.error_response(status,
                                                  self.protocol.state.default_headers_bytes))
-        self.log(status)
+        log_handshake(self.protocol, self.scope, status)
         self.end_http()
 
     def end_http(self) -> None:
@@ -254,12 +266,6 @@ class WebSocketCycle:
         self.disconnect(DISCONNECT_HTTP)
         self.state = CLOSED
         self.protocol.on_response_complete()
-
-    def log(self, status: int) -> None:
-        if self.protocol.access_log:
-            scope = self.scope
-            log_request(self.protocol.client, "GET", scope["raw_path"], scope["query_string"],
-                        "1.1", status)
 
     async def run_asgi(self, app: ASGIApp) -> None:
         """Run the app; nothing it raises leaves this Task. What it left undone is finished

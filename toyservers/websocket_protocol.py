@@ -206,6 +206,7 @@ class WSProtocol(HTTPProtocol):
 
     def on_close_sent(self) -> None:
         """Our close frame is out: read on, for the client's (dropping its messages)."""
+        self.ping_payload = None  # a pong now must not restart the keepalive
         self.deadline.set("close", CLOSE_TIMEOUT)
         self.cycle.reading_paused = False
         self.resume_reading()
