@@ -452,6 +452,25 @@ def test_bad_input_closes_with_its_code(connect: Callable[..., Client], data: by
     assert client.closed and app.received[-1]["code"] == code
 
 
+@pytest.mark.parametrize(("ending", "code"), [
+    (client_frame(TEXT, b"bad rsv", rsv=0x20) + client_frame(PING, b"unanswered"), 1002),
+    (client_frame(CLOSE, close_payload(1000)) + client_frame(PING, b"unanswered"), 1000),
+])
+def test_messages_read_before_a_close_or_an_error_are_answered_first(
+        connect: Callable[..., Client], ending: bytes, code: int) -> None:
+    """Autobahn's case 3.2 (an RSV error after a message, then a ping): the echo, then the
+    close frame, and no pong; a close frame after a message likewise."""
+    client = connect(Recorder())
+    client.handshake()
+    client.feed(client_frame(TEXT, b"Hello, world!") + ending)
+    frames = [(opcode, payload[:2] if opcode == CLOSE else payload)
+              for opcode, payload in client.frames()]
+    echo = [] if code == 1000 and client.state.config.ws == "wsproto" else [  # (no message
+        (TEXT, b"Hello, world!")]  # after a close frame in wsproto: ClientDisconnected)
+    assert frames == [*echo, (CLOSE, close_payload(code))]
+    assert client.closed
+
+
 def test_a_message_over_ws_max_size_closes_1009(connect: Callable[..., Client]) -> None:
     client = connect(Recorder(), ws_max_size=1000)
     client.handshake()

@@ -33,6 +33,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
+from typing import Any
 
 from toyservers import access_log, http1, websocket
 from toyservers._types import Scope
@@ -148,7 +150,7 @@ class WSProtocol(HTTPProtocol):
                 if isinstance(event, websocket.Message):
                     cycle.put(event.data)
                 elif isinstance(event, websocket.Close):
-                    return self.on_close(event)
+                    return self.after_app(self.on_close, event)
                 else:
                     self.spend_budget()
                     if isinstance(event, websocket.Ping):
@@ -160,7 +162,15 @@ class WSProtocol(HTTPProtocol):
             cycle.reading_paused = True
             self.flow.pause_reading()
         except websocket.ProtocolError as exc:
-            self.fail(exc.code, exc.reason)
+            self.after_app(self.fail, exc.code, exc.reason)
+
+    def after_app(self, then: Callable[..., None], *args: Any) -> None:
+        """Stop reading, and call ``then`` at the loop's next turn: the app answers the
+        messages read before a close frame or an error first, so its answers go out before
+        our close frame (Autobahn's case 3.2: "Echo for first message is received, but then
+        connection is failed immediately"; answered after the close, it is non-strict)."""
+        self.flow.pause_reading()
+        self.loop.call_soon(then, *args)
 
     def spend_budget(self) -> None:
         """Count a ping or pong: past ``MAX_PINGS`` in ``PING_INTERVAL`` seconds, a flood."""

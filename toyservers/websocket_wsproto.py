@@ -14,7 +14,9 @@ into events. What differs is adapted here:
 - permessage-deflate inflates each piece whole in wsproto, so a small deflate bomb would grow
   without bound: ``BoundedDeflate`` stops it past ``max_size`` (1009);
 - a close code no frame may carry raises ValueError (wsproto sends 1000 instead);
-- a flood of empty fragments is refused as ours refuses it (``websocket.MAX_EMPTY_FRAGMENTS``).
+- a flood of empty fragments is refused as ours refuses it (``websocket.MAX_EMPTY_FRAGMENTS``);
+- a message sent after the client's close frame raises ClientDisconnected: wsproto sends none
+  then (ours sends it: the app answers what it read before the close).
 
 Deliberately left out: wsproto's client side, and its handshake checks beyond
 ``websocket.check_handshake``'s (ours run first, on every engine).
@@ -40,6 +42,7 @@ from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from toyservers import websocket
 from toyservers._types import Headers
+from toyservers.asgi import ClientDisconnected
 
 _REMOTE_CLOSE = (ConnectionState.REMOTE_CLOSING, ConnectionState.CLOSED)
 
@@ -170,7 +173,12 @@ class WsprotoConnection:
         return websocket.Message("".join(parts) if isinstance(data, str) else b"".join(parts))
 
     def send_message(self, data: str | bytes) -> bytes:
-        return self.conn.send(events.Message(data=data))  # type: ignore[type-var]
+        """ClientDisconnected once the client's close frame came: wsproto sends no message
+        after it (RFC 6455 §5.5.1 would let us finish one), as in uvicorn's wsproto_impl."""
+        try:
+            return self.conn.send(events.Message(data=data))  # type: ignore[type-var]
+        except LocalProtocolError:
+            raise ClientDisconnected("the client has closed the WebSocket") from None
 
     def send_ping(self, payload: bytes = b"") -> bytes:
         return self.conn.send(events.Ping(payload=payload))
