@@ -108,7 +108,7 @@ _UVICORN = {
 }
 
 UNSUPPORTED: dict[str, dict[str, str]] = {
-    "toy-raw": dict(_TOY_HTTP1_ONLY),
+    "toy-raw": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-h11": dict(_TOY_HTTP1_ONLY),
     "toy-httptools": dict(_TOY_HTTP1_ONLY),
     "toy-h2": {  # HTTP/1.1 by toy-httptools' protocol; HTTP/2 by h2 on the same port
