@@ -357,8 +357,7 @@ class WSGIServer:
                 if key.fileobj is self.listener:
                     with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
                         sock, peer = self.listener.accept()  # a UNIX socket's peer: ''
-                        protocol = BlockingHTTPProtocol(self, sock,
-                                                        listeners.address(peer) or ("", 0))
+                        protocol = BlockingHTTPProtocol(self, sock, listeners.peer(peer))
                         if self.threaded:
                             self.watch(protocol)  # gthread: a pool thread takes it once readable
                         else:
