@@ -1,5 +1,6 @@
 # Every target bootstraps .venv (idempotently) and the system tools it needs.
-#   make layers ARGS="--duration 5"   the main job: bench layers (ARGS=--wsgi adds bjoern)
+#   make layers ARGS="--duration 5"   the main job: bench layers (ARGS=--wsgi adds bjoern;
+#                                     ARGS="--count instructions" counts under valgrind)
 #   make test                         the whole test suite (what CI runs)
 #   make docs / make serve-docs       the tutorial site
 #   make workshop-check               a student's setup, no root needed (lessons/workshop.md)
@@ -40,7 +41,11 @@ h2spec:
 
 # With --wsgi in ARGS: bjoern too, built from source against libev. A failed build is not an
 # error: bench layers then skips bjoern's rows with a note.
+# With --count in ARGS (--count instructions): valgrind, whose callgrind counts the instructions.
 layers: $(STAMP) tools
+ifneq ($(findstring --count,$(ARGS)),)
+	@$(TOOLS) valgrind
+endif
 ifneq ($(findstring --wsgi,$(ARGS)),)
 	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
 		|| echo "note: bjoern could not be installed: its rows will be skipped" >&2
@@ -53,7 +58,8 @@ test: h2load
 h2load:
 	@$(TOOLS) h2load
 
-# bench h2 drives h2load besides wrk; bench servers needs redis-server; bench load's bjoern
+# bench h2 drives h2load besides wrk; bench servers needs redis-server; bench profile
+# --profiler callgrind needs valgrind; bench load's bjoern
 # rows need bjoern (built against libev; a failed build is not an error: its rows are then
 # skipped with the reason).
 bench: $(STAMP) tools
@@ -62,6 +68,9 @@ ifneq ($(filter h2,$(ARGS)),)
 endif
 ifneq ($(filter servers,$(ARGS)),)
 	@$(TOOLS) redis-server
+endif
+ifneq ($(filter callgrind,$(ARGS)),)
+	@$(TOOLS) valgrind
 endif
 ifneq ($(filter load,$(ARGS)),)
 	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
