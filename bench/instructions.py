@@ -17,11 +17,20 @@ How one row is counted (:func:`count_server`):
    connection sends :data:`WARMUP` requests, uncounted, so CPython's specializing
    interpreter, the allocators and every cache are warm;
 3. ``callgrind_control -i on`` then ``-z`` (count from zero), ``--requests`` requests on the
-   same connection, then ``callgrind_control -d`` writes the dump (``callgrind/*.out.1`` in
-   the output folder: ``callgrind_annotate`` on it says which functions the instructions
-   went to); only then does the connection close. The window holds exactly ``--requests``
-   request/response cycles: no start-up, accept or close. Instructions per request = the
-   dump's total / requests.
+   same connection, then ``callgrind_control -d`` writes the busy window's dump
+   (``callgrind/*.out.1`` in the output folder: ``callgrind_annotate`` on it says which
+   functions the instructions went to); only then does the connection close. The window
+   holds exactly ``--requests`` request/response cycles: no start-up, accept or close;
+4. the idle window: ``-z`` again, as many seconds as the busy window lasted with no
+   connection open, ``-d`` (``*.out.2``). What a server does by the clock and not per
+   request (uvicorn wakes ten times a second to refresh its Date header and check its
+   limits: 233k instructions a second idle; each toy server's once-a-second Date refresh
+   and keep-alive timer: 59k; bare: 19) lands in the busy window in proportion to its
+   length, and callgrind makes it last seconds, longer on a busy machine; the idle window
+   holds the same ticks, give or take one, and is subtracted. Instructions per request =
+   (busy - idle) / requests. Natively, at thousands of requests a second, those ticks are
+   a rounding error; under callgrind they were 1 % of uvicorn's count, and more when the
+   machine was busy.
 
 The client (:class:`Client`) is this module's, not wrk: wrk runs for a duration, so
 requests would be in flight at either end of the window; this one sends a fixed count with
@@ -38,16 +47,16 @@ from 91.0k to 91.7k (0.8 %), all of it in extra turns of uvloop's loop. Waiting 
 every request costs one whole turn from sleep to sleep: bare counts 92.6k, and the same
 total to the instruction in every run, quiet or under ``stress-ng --cpu 2``.
 
-What still differs between two runs, measured the same way (1000 or 2000 requests, four to
-six runs each, two of them under ``stress-ng --cpu 2`` on both cores): bare 0 %,
-toy-httptools 0.09 % (110,051 to 110,151), uvicorn 0.15 % (135,954 to 136,161): inside
-2 % by far. Two causes remain, neither of them the requests:
+What still differs between two runs, measured on the same machine with the machine shared
+(load average 6 to 13) and, for half the runs, ``stress-ng --cpu 4`` on top: bare 0 %;
+uvicorn 0.24 % (134,959 to 135,280 over four runs of 1000 requests; the busy window alone
+spread 0.9 %, 136,089 to 137,315); toy-httptools/bare 0.09 % (1.1854 to 1.1865),
+toy-raw/bare 0.2 %, toy-h11/bare 0.04 % (three runs of 300 requests). Inside 2 % by far.
+What remains:
 
-- the clock: what a server does by time, not per request, lands in the window in
-  proportion to how long the window lasts, and callgrind makes it last seconds, longer on
-  a busy machine. Idle, uvicorn runs 233k instructions a second (its main loop wakes ten
-  times a second to refresh the Date header and check its limits), each toy server 59k
-  (its once-a-second Date refresh, and its keep-alive timer), bare 19;
+- the clock, give or take one tick: the idle window's ticks each wake the loop from its
+  sleep, which a tick that falls among requests does not, so a slow window subtracts a
+  little too much (the lowest uvicorn figure above had the longest window, 10.6 s);
 - memory layout: a longer environment variable changed what start-up allocated, so a
   request's objects fell differently across pymalloc's pools and bare counted 23 more
   instructions per request (0.025 %), all in ``_PyObject_Malloc`` and ``_PyObject_Free``.
@@ -284,25 +293,45 @@ class Client:
 
 @dataclass
 class Count:
-    """One row's outcome: ``status`` ``"ok"`` with ``instructions`` (the window's total Ir over
-    ``requests`` requests), or ``"failed"`` with ``error`` and the server's ``log_tail``.
-    ``command`` is the exact argv (valgrind's and the server's); ``dump`` the file name."""
+    """One row's outcome: ``status`` ``"ok"`` with ``instructions`` (what ``requests``
+    requests cost: :attr:`Windows.requests_only`) and the :class:`Windows` it came from, or
+    ``"failed"`` with ``error`` and the server's ``log_tail``. ``command`` is the exact argv
+    (valgrind's and the server's); ``dump`` the busy window's file name."""
 
     plan: RowPlan
     command: list[str] = field(default_factory=list)
     status: str = "ok"
     requests: int = 0
     instructions: int | None = None
+    windows: Windows | None = None
     dump: str | None = None
     error: str | None = None
     log_tail: str | None = None
 
 
+@dataclass(frozen=True)
+class Windows:
+    """The two windows :func:`count_server` counts: ``busy`` instructions while ``requests``
+    requests were served in ``seconds`` seconds, then ``idle`` instructions in as many seconds
+    with no connection open; ``command`` the exact argv."""
+
+    busy: int
+    idle: int
+    seconds: float
+    command: list[str]
+
+    @property
+    def requests_only(self) -> int:
+        """The busy window less the idle one: what the server did by the clock cancels."""
+        return self.busy - self.idle
+
+
 def count_server(callgrind: Callgrind, argv: list[str], port: int, *, host: str,
                  requests: int, dump: Path, log_path: Path, warmup: int = WARMUP
-                 ) -> tuple[int, list[str]]:
+                 ) -> Windows:
     """Count the instructions the server ``argv`` (listening on ``host:port``) spends on
-    ``requests`` requests, as the module docstring says; return them and the exact argv.
+    ``requests`` requests, and in as long a time with nothing to do, as the module docstring
+    says. The dumps are ``dump`` + ``.1`` (busy) and ``.2`` (idle).
 
     Raises:
         RuntimeError: the server did not start or answer, or callgrind failed (the message
@@ -323,14 +352,20 @@ def count_server(callgrind: Callgrind, argv: list[str], port: int, *, host: str,
             client.send(warmup)
             callgrind.tell(server.pid, "-i", "on")
             callgrind.tell(server.pid, "-z")
+            started = time.monotonic()
             client.send(requests)
+            seconds = time.monotonic() - started
             callgrind.tell(server.pid, "-d")
+        wait_idle(server.pid)  # the close handled
+        callgrind.tell(server.pid, "-z")
+        time.sleep(seconds)  # the idle window: as long as the busy one, and nothing else
+        callgrind.tell(server.pid, "-d")
     except OSError as exc:
         raise RuntimeError(f"the client failed: {exc!r}") from None
     finally:
         server.stop()
-    dumped = dump.with_name(dump.name + ".1")
-    return dump_total(dumped), command
+    busy, idle = (dump_total(dump.with_name(f"{dump.name}.{n}")) for n in (1, 2))
+    return Windows(busy, idle, round(seconds, 3), command)
 
 
 def count_row(plan: RowPlan, callgrind: Callgrind, settings: Settings, requests: int,
@@ -345,15 +380,16 @@ def count_row(plan: RowPlan, callgrind: Callgrind, settings: Settings, requests:
     log_path = logs_folder(folder) / f"{name}.log"
     result = Count(plan, callgrind.argv(argv, dump), requests=requests)
     try:
-        total, result.command = count_server(callgrind, argv, port, host=settings.host,
-                                             requests=requests, dump=dump, log_path=log_path)
+        windows = count_server(callgrind, argv, port, host=settings.host, requests=requests,
+                               dump=dump, log_path=log_path)
     except (RuntimeError, ValueError, OSError) as exc:
         result.status, result.error = "failed", str(exc)
         tail = log_path.read_text(errors="replace").splitlines()[-15:] \
             if log_path.is_file() else []
         result.log_tail = "\n".join(tail)
         return result
-    result.instructions, result.dump = total, f"callgrind/{name}.out.1"
+    result.command, result.windows = windows.command, windows
+    result.instructions, result.dump = windows.requests_only, f"callgrind/{name}.out.1"
     dump.unlink(missing_ok=True)  # the whole-run dump written at exit, start-up excluded
     return result
 

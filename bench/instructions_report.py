@@ -52,7 +52,9 @@ def rows_json(counts: list[Count]) -> list[dict[str, Any]]:
 
     Keys: ``layer``, ``server``, ``interface``, ``description``, ``app``, ``status``,
     ``error``, ``log_tail``, ``command`` (valgrind's and the server's argv), ``requests``,
-    ``instructions`` (the window's total), ``instructions_per_request``,
+    ``instructions`` (what the requests cost: ``busy_instructions``, counted over
+    ``window_s`` seconds while they were served, less ``idle_instructions``, counted over as
+    long with no connection), ``instructions_per_request``,
     ``added_per_request``, ``ratio_to_below``, ``below`` (``"layer/server"`` or None) and
     ``dump`` (the callgrind file, relative to the output folder, or None).
     """
@@ -60,7 +62,7 @@ def rows_json(counts: list[Count]) -> list[dict[str, Any]]:
     done: dict[Any, dict[str, Any]] = {}
     rows = []
     for count in counts:
-        plan = count.plan
+        plan, windows = count.plan, count.windows
         below_plan = below_of(plan, plans)
         below = done.get(below_plan) if below_plan is not None else None
         value = per_request(count.instructions, count.requests)
@@ -70,6 +72,9 @@ def rows_json(counts: list[Count]) -> list[dict[str, Any]]:
             "description": plan.description, "app": plan.app, "status": count.status,
             "error": count.error, "log_tail": count.log_tail, "command": count.command,
             "requests": count.requests, "instructions": count.instructions,
+            "busy_instructions": windows.busy if windows else None,
+            "idle_instructions": windows.idle if windows else None,
+            "window_s": windows.seconds if windows else None,
             "instructions_per_request": value, "added_per_request": added(value, below_value),
             "ratio_to_below": ratio(value, below_value),
             "below": f"{below['layer']}/{below['server']}" if below else None,
@@ -100,10 +105,12 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
     lines = [
         f"{data['valgrind']['version']} callgrind: {s['requests']:,} requests counted per row "
         f"after {s['warmup_requests']:,} uncounted, on {s['connections']} keep-alive "
-        f"connection(s); start-up, connects and closes are not counted; PYTHONHASHSEED="
-        f"{s['pythonhashseed']}; rows counted {s['jobs']} at a time",
-        "the request is wrk's POST/JSON test, byte for byte; a count is exact for its run, "
-        "and a second run repeats it within 0.2 % (bench/instructions.py says why not 0)",
+        "connection, each sent once the server slept in epoll_wait; start-up, connects and "
+        "closes are not counted, and as long a time idle is subtracted (what the server does "
+        f"by the clock); PYTHONHASHSEED={s['pythonhashseed']}; rows counted {s['jobs']} at a "
+        "time",
+        "the request is wrk's POST/JSON test, byte for byte; two runs agree within 0.3 %, "
+        "busy machine or not (bench/instructions.py says why not exactly)",
         f"ASGI rows on {s['server']}; compared in the {', '.join(s['compare_layers'])} rows: "
         + (", ".join(s["compare"]) or "none"),
     ]

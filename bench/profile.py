@@ -20,7 +20,8 @@ subprocess writes its report before it exits. The folder (``--output``, default
 ``--profiler callgrind`` counts instead of timing, and needs no wrk: the layer's server runs
 under valgrind's callgrind exactly as one row of ``bench layers --count instructions``
 (:func:`bench.instructions.count_server`: start-up and warm-up excluded, 1000 requests
-counted), and the folder holds ``callgrind.out.1`` (the dump) and ``profile.txt``
+counted), and the folder holds ``callgrind.out.1`` (the dump of the requests' window;
+``callgrind.out.2`` is as long a time idle) and ``profile.txt``
 (``callgrind_annotate``'s functions by inclusive and by self instructions, per C function:
 the interpreter, httptools, uvloop, libc; Python code shows as the interpreter's eval loop).
 
@@ -349,17 +350,21 @@ def callgrind_profile(target: Target, *, host: str, out: Path, console: Console
     started = datetime.now(UTC)
     with console.status(f"{target.layer} on {target.server}: {REQUESTS:,} requests under "
                         "callgrind"):
-        total, command = count_server(callgrind, argv, port, host=host, requests=REQUESTS,
-                                      dump=dump, log_path=out / "server.log")
+        windows = count_server(callgrind, argv, port, host=host, requests=REQUESTS,
+                               dump=dump, log_path=out / "server.log")
     dump.unlink(missing_ok=True)  # the whole run's, written at exit
-    files = write_callgrind(dump.with_name("callgrind.out.1"), out, annotate, total, REQUESTS)
+    files = write_callgrind(dump.with_name("callgrind.out.1"), out, annotate, windows.busy,
+                            REQUESTS)
     return {
         "experiment": "profile", "date": started.isoformat(timespec="seconds"),
         "command": invocation(), "layer": target.layer, "server": target.server,
         "app": target.app, "profiler": {"name": "callgrind", "version": callgrind.version()},
-        "server_command": command, "requests": REQUESTS, "instructions": total,
-        "instructions_per_request": round(total / REQUESTS, 1),
-        **environment(), "files": [p.name for p in files] + ["callgrind.out.1"],
+        "server_command": windows.command, "requests": REQUESTS,
+        "busy_instructions": windows.busy, "idle_instructions": windows.idle,
+        "window_s": windows.seconds,
+        "instructions_per_request": round(windows.requests_only / REQUESTS, 1),
+        **environment(),
+        "files": [p.name for p in files] + ["callgrind.out.1", "callgrind.out.2"],
     }
 
 

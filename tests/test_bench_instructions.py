@@ -23,6 +23,7 @@ from bench.harness import UsageProblem
 from bench.instructions import (
     MISSING,
     Count,
+    Windows,
     check_request,
     dump_total,
     find_callgrind,
@@ -69,9 +70,13 @@ def counts(settings: Settings, totals: dict[str, int | None], requests: int = 10
     out = []
     for plan in plan_rows(settings):
         total = totals.get(f"{plan.layer}/{plan.server}")
-        out.append(Count(plan, ["valgrind", "server"], "ok" if total else "failed", requests,
-                         total, f"callgrind/{plan.layer}-{plan.server}.out.1" if total else
-                         None, None if total else "server did not start"))
+        if total is None:
+            out.append(Count(plan, ["valgrind", "server"], status="failed", requests=requests,
+                             error="server did not start"))
+            continue
+        out.append(Count(plan, ["valgrind", "server"], requests=requests, instructions=total,
+                         windows=Windows(total + 5000, 5000, 2.5, ["valgrind", "server"]),
+                         dump=f"callgrind/{plan.layer}-{plan.server}.out.1"))
     return out
 
 
@@ -94,6 +99,8 @@ def test_rows_compare_each_row_with_the_row_below() -> None:
     assert rows["asgi/toy-httptools"]["ratio_to_below"] == 1.189
     assert rows["starlette/uvicorn"]["below"] == "asgi/uvicorn"
     assert rows["starlette/uvicorn"]["ratio_to_below"] == 1.634
+    assert rows["asgi/bare"]["busy_instructions"] == 92_590_805
+    assert rows["asgi/bare"]["idle_instructions"] == 5000
     failed = rows["fastapi/uvicorn"]
     assert failed["status"] == "failed" and failed["below"] == "starlette/uvicorn"
     assert failed["instructions_per_request"] is None and failed["added_per_request"] is None
@@ -247,9 +254,10 @@ def test_cli_counts_every_row_and_writes_the_files(monkeypatch: pytest.MonkeyPat
     asked: list[tuple[str, int]] = []
 
     def fake_count(callgrind: Any, argv: list[str], port: int, *, requests: int, dump: Path,
-                   **_: Any) -> tuple[int, list[str]]:
+                   **_: Any) -> instructions.Windows:
         asked.append((dump.name, requests))
-        return (100_000 if "bare" in dump.name else 50_000) * requests, ["valgrind", *argv]
+        busy = (100_000 if "bare" in dump.name else 50_000) * requests
+        return instructions.Windows(busy + 700, 700, 1.5, ["valgrind", *argv])
 
     monkeypatch.setattr(instructions, "find_callgrind",
                         lambda: instructions.Callgrind("/bin/true", "/bin/true"))
@@ -266,4 +274,5 @@ def test_cli_counts_every_row_and_writes_the_files(monkeypatch: pytest.MonkeyPat
     assert data["count"] == "instructions" and data["settings"]["requests"] == 40
     bare = next(r for r in data["rows"] if r["server"] == "bare")
     assert (bare["instructions_per_request"], bare["ratio_to_below"]) == (100000.0, 2.0)
+    assert (bare["busy_instructions"], bare["idle_instructions"]) == (4_000_700, 700)
     assert "| asgi | uvicorn | 50,000 | -50,000 | 0.50× |" in (out / "results.md").read_text()
