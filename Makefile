@@ -82,9 +82,20 @@ endif
 # ephemeral ports and servers, and 2 workers halve the wall time on a 2-core machine.
 # TEST_JOBS=0 runs it in one process.
 TEST_JOBS ?= 2
+# valgrind, for the instruction-count regression test (tests/test_instruction_counts.py): it
+# runs on Linux only, where the test must run; elsewhere that test skips.
+VALGRIND := $(if $(filter Linux,$(shell uname -s)),valgrind)
 test: $(STAMP)
-	@$(TOOLS) wrk curl chromium redis-server
+	@$(TOOLS) wrk curl chromium redis-server $(VALGRIND)
 	$(PY) -m pytest -n $(TEST_JOBS) $(ARGS)
+
+# The committed baselines of tests/test_instruction_counts.py (instructions per request of
+# each toy server over bare's), counted again on this machine. Run it after a deliberate
+# change to a server's cost, and commit tests/instruction_baselines.json.
+.PHONY: instruction-baselines
+instruction-baselines: $(STAMP)
+	@$(TOOLS) valgrind
+	$(PY) -m tests.test_instruction_counts
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check toyservers apps bench tests scripts lessons
