@@ -44,19 +44,22 @@ last turn for the previous one decides whether the two share a turn. Measured on
 89.0k instructions per request, one connection 91.0k, both 0.1 % apart from run to run on a
 quiet machine, but four runs on one connection while other work shared the machine spread
 from 91.0k to 91.7k (0.8 %), all of it in extra turns of uvloop's loop. Waiting for idle,
-every request costs one whole turn from sleep to sleep: bare counts 92.6k, and the same
-total to the instruction in every run, quiet or under ``stress-ng --cpu 2``.
+every request costs one whole turn from sleep to sleep, and bare counted the same total to
+the instruction in every run, quiet or under ``stress-ng --cpu 2``.
 
-What still differs between two runs, measured on the same machine with the machine shared
-(load average 6 to 13) and, for half the runs, ``stress-ng --cpu 4`` on top: bare 0 %;
-uvicorn 0.24 % (134,959 to 135,280 over four runs of 1000 requests; the busy window alone
-spread 0.9 %, 136,089 to 137,315); toy-httptools/bare 0.09 % (1.1854 to 1.1865),
-toy-raw/bare 0.2 %, toy-h11/bare 0.04 % (three runs of 300 requests). Inside 2 % by far.
-What remains:
+What still differs between two runs. Two whole tables (eleven rows, from axum to FastAPI,
+1000 requests each; 2026-11-27), the second with ``stress-ng --cpu 2`` on top of a machine
+already shared with other work (load average 8): axum, raw and bare the same to the
+instruction or 0.01 %, every other row within 0.14 % (uvicorn, 135,151 and 134,968; the
+toy servers within 0.04 %). Before the idle window was subtracted, the same comparison
+differed by up to 1.3 % (uvicorn-h11; FastAPI on uvicorn 1.2 %). The regression test's ratios
+to bare (tests/test_instruction_counts.py) repeat within 0.22 %. Inside 2 % by far. What
+remains:
 
 - the clock, give or take one tick: the idle window's ticks each wake the loop from its
   sleep, which a tick that falls among requests does not, so a slow window subtracts a
-  little too much (the lowest uvicorn figure above had the longest window, 10.6 s);
+  little too much (uvicorn's lower figure above is the stressed run's, its window 3.7 s
+  against 2.2 s);
 - memory layout: what start-up allocated decides where a request's objects fall in
   pymalloc's pools, and so how much freeing them costs. A longer environment variable made
   bare count 23 more instructions per request (0.025 %), all in ``_PyObject_Malloc`` and

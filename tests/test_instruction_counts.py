@@ -9,14 +9,14 @@ same parser for toy-httptools) must not exceed the committed baseline by more th
 :data:`MARGIN`. A ratio, not a count, so that what the whole interpreter gains or loses
 (another CPython build, another glibc) mostly cancels.
 
-The margin, 1 % of the ratio, is five times the largest difference measured between runs on
-the 2-core development machine (2026-11-27, shared with other work at a load average of 6 to
-13, two of three runs with ``stress-ng --cpu 4`` on top): bare's count was the same to the
-instruction every time; toy-httptools/bare spread 0.09 % (1.1854 to 1.1865), toy-raw/bare
-0.2 % (1.3060 to 1.3088), toy-h11/bare 0.04 % (5.7625 to 5.7648), the busiest runs lowest
-(bench/instructions.py says what still moves a count: the clock, give or take one tick, and
-memory layout). A change that costs 1 % of a toy server's instructions (1.1k of
-toy-httptools' 110k) fails it.
+The margin, 1 % of the ratio, is four times the largest difference measured between runs on
+the 2-core development machine (2026-11-27; four runs, shared with other work at a load
+average of 6 to 13, two of them with ``stress-ng --cpu 4`` on top): bare 92,360 to 92,367
+instructions per request; toy-httptools/bare 1.1893 to 1.1912 (0.16 %), toy-raw/bare 1.3128
+to 1.3157 (0.22 %), toy-h11/bare 5.7856 to 5.7884 (0.05 %); the most a run rose above the
+committed baseline was 0.17 % (bench/instructions.py says what still moves a count: the
+clock, give or take one tick, and memory layout). A change that costs 1 % of a toy server's
+instructions (1.1k of toy-httptools' 110k) fails it.
 
 The baselines are ``tests/instruction_baselines.json``. After a deliberate change (or on
 another machine or Python build), regenerate them with one command::
