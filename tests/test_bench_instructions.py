@@ -11,6 +11,7 @@ import io
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,7 @@ from bench.instructions_report import (
     write_outputs,
 )
 from bench.layers import Settings, plan_rows
+from bench.profile_report import write_callgrind
 
 ROOT = Path(__file__).resolve().parent.parent
 on_linux = pytest.mark.skipif(platform.system() != "Linux", reason="reads /proc (Linux)")
@@ -276,3 +278,51 @@ def test_cli_counts_every_row_and_writes_the_files(monkeypatch: pytest.MonkeyPat
     assert (bare["instructions_per_request"], bare["ratio_to_below"]) == (100000.0, 2.0)
     assert (bare["busy_instructions"], bare["idle_instructions"]) == (4_000_700, 700)
     assert "| asgi | uvicorn | 50,000 | -50,000 | 0.50× |" in (out / "results.md").read_text()
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="valgrind runs on Linux only")
+def test_profile_txt_holds_callgrind_annotates_two_tables(tmp_path: Path) -> None:
+    callgrind = find_callgrind()  # on Linux make test installs valgrind
+    dump = tmp_path / "callgrind.out.1"
+    subprocess.run([callgrind.valgrind, "--tool=callgrind", f"--callgrind-out-file={dump}",
+                    "/bin/true"], check=True, capture_output=True, timeout=120)
+    annotate = shutil.which("callgrind_annotate")
+    assert annotate is not None
+    [path] = write_callgrind(dump, tmp_path, annotate, dump_total(dump), 10)
+    text = path.read_text()
+    assert text.startswith(f"callgrind: {dump_total(dump):,} instructions over 10 requests")
+    inclusive = text.index("=== By inclusive (the function and what it calls) ===")
+    own = text.index("=== By self (the function's body alone) ===")
+    assert inclusive < own and "PROGRAM TOTALS" in text[own:]
+
+
+def test_cli_profile_callgrind_writes_the_report(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bench import profile
+    from bench.cli import app
+
+    def fake_count(callgrind: Any, argv: list[str], port: int, **_: Any) -> Windows:
+        assert argv[1:3] == ["-m", "apps.raw_user"]
+        return Windows(45_600_000, 16_000, 1.6, ["valgrind", *argv])
+
+    def fake_report(dump: Path, out: Path, annotate: str, total: int, requests: int
+                    ) -> list[Path]:
+        (out / "profile.txt").write_text(f"{total} over {requests}")
+        return [out / "profile.txt"]
+
+    monkeypatch.setattr(profile, "find_callgrind",
+                        lambda: instructions.Callgrind("/bin/true", "/bin/true"))
+    monkeypatch.setattr(profile.shutil, "which", lambda name: "/bin/true")
+    monkeypatch.setattr(profile, "count_server", fake_count)
+    monkeypatch.setattr(profile, "write_callgrind", fake_report)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["profile", "--profiler", "callgrind", "--layer",
+                                      "asyncio", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "asyncio on raw under callgrind: 45,584 instructions per request" in result.output
+    data = json.loads((out / "results.json").read_text())
+    assert data["profiler"]["name"] == "callgrind" and data["requests"] == 1000
+    assert (data["busy_instructions"], data["idle_instructions"]) == (45_600_000, 16_000)
+    assert (out / "profile.txt").read_text() == "45600000 over 1000"
