@@ -396,9 +396,9 @@ def command(
         help="Folder for results.json, results.md and layers.png "
              "[default: results/layers-<timestamp>]")] = None,
     count: Annotated[str, typer.Option(
-        help="time: wrk's requests per second (the table above); instructions: instructions "
-             "per request counted under valgrind's callgrind, the same twice on any machine "
-             "(Linux; bench/instructions.py).")] = "time",
+        help="time: wrk's requests per second; instructions: instructions per request "
+             "counted under valgrind's callgrind (Linux), the same within 0.3 % from run to "
+             "run on one machine, busy or not (bench/instructions.py).")] = "time",
     requests: Annotated[int, typer.Option(
         min=1, help="With --count instructions: requests counted per row.")] = 1000,
 ) -> None:
