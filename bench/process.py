@@ -147,7 +147,7 @@ class ServerProcess:
 
     def start(self) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}
-        cpu = self.cpu
+        cpu = self.cpu if hasattr(os, "sched_setaffinity") else None  # Linux-only
 
         def pin() -> None:
             if cpu is not None:

@@ -4,7 +4,7 @@
 # otherwise we stop with one line saying what to install.
 # Two names are build inputs rather than commands: `libev` (the headers bjoern compiles
 # against, checked as ev.h) and `cc` (a C compiler).
-#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc chromium
+#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc chromium valgrind
 set -euo pipefail
 
 # `h2spec` (the HTTP/2 conformance tool, github.com/summerwind/h2spec) is no apt package: it is
@@ -34,6 +34,7 @@ package_for() {
         libev) echo libev-dev ;;
         cc) echo gcc ;;
         chromium) echo chromium ;;
+        valgrind) echo valgrind ;;
         *) echo "$1" ;;
     esac
 }
