@@ -89,6 +89,8 @@ lesson-results: $(STAMP) tools
 	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
 		|| echo "note: bjoern could not be installed: its rows will be skipped" >&2
 	$(VENV)/bin/bench layers --compare toy-raw,toy-h11,toy-httptools,uvicorn-h11 --output lessons/results/layers
+	@$(TOOLS) valgrind
+	$(VENV)/bin/bench layers --count instructions --compare toy-raw,toy-h11,toy-httptools,uvicorn-h11,toy-anyio --output lessons/results/layers-instructions
 	$(VENV)/bin/bench profile --layer asgi --server uvicorn --duration 5 --no-html --output lessons/results/profile-asgi
 	$(VENV)/bin/bench profile --layer fastapi --server uvicorn --duration 5 --no-html --output lessons/results/profile-fastapi
 	$(VENV)/bin/bench layers --compare toy-anyio,toy-anyio-trio,toy-h11,uvicorn-h11 --compare-layers asgi --no-axum --no-bare --duration 5 --runs 3 --warmup 1 --output lessons/results/structured

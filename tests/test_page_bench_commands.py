@@ -192,8 +192,11 @@ COMMANDS = page_commands()
 MENTIONED = page_commands(prose=True)
 COMMITTED = lesson_results()
 #: ``bench conformance`` over every server is the conformance suite itself, which ``make test``
-#: runs; its shortened form is the pages' ``--servers`` runs.
-DISTINCT = distinct([*COMMANDS, *(c for c in COMMITTED if c.subcommand != "conformance")])
+#: runs; its shortened form is the pages' ``--servers`` runs. ``bench layers --count
+#: instructions`` has no time options to shorten (every row under callgrind: minutes); its
+#: own tests run it (tests/test_bench_instructions.py, tests/test_instruction_counts.py).
+DISTINCT = distinct([*COMMANDS, *(c for c in COMMITTED if c.subcommand != "conformance"
+                                  and "--count" not in c.args)])
 #: The CLI as click sees it, with a subcommand per experiment.
 GROUP = typer.main.get_command(app)
 
