@@ -101,7 +101,8 @@ async def close_when_set(event: Any, listener: Any) -> None:
 
 class Outbox:
     """What the shared cycle's ``send()`` (``toyservers.http1_cycle``) writes to on anyio,
-    standing in for asyncio's transport and ``FlowControl``: ``write(data)`` collects the bytes,
+    standing in for asyncio's transport and ``FlowControl``: ``write(data)`` and
+    ``writelines(pieces)`` collect the bytes,
     and ``write_paused`` is never set (the cycle awaits ``stream.send`` for what it collected:
     that await is the backpressure). ``take()`` gives the bytes collected, once."""
 
@@ -113,6 +114,9 @@ class Outbox:
 
     def write(self, data: bytes) -> None:
         self.parts.append(data)
+
+    def writelines(self, pieces: list[bytes]) -> None:
+        self.parts += pieces
 
     def take(self) -> bytes:
         data = b"".join(self.parts)

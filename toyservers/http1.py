@@ -338,7 +338,8 @@ class ResponseFramer:
 
     ``start(status, headers, default_headers)`` checks the fields (``check_response``) and
     holds the head; the first ``body(data, more_body)`` decides the framing and returns the
-    head with the first bytes, so a small response leaves in one write:
+    head with the first bytes (pieces for one ``writelines``), so a small response leaves in
+    one write:
 
     - the app's Content-Length (RFC 9112 §6.2), whose promise ``body`` keeps (ResponseError
       when the body runs over; ``short`` tells the caller it ran under, and it must close);
@@ -374,8 +375,12 @@ class ResponseFramer:
             self.keep_alive = False
         self.no_body = self.head_request or status == 204 or status == 304
 
-    def body(self, body: bytes, more_body: bool) -> bytes:
-        """The bytes to write for one ``http.response.body`` message (maybe ``b""``).
+    def body(self, body: bytes, more_body: bool) -> list[bytes]:
+        """The bytes to write for one ``http.response.body`` message, as pieces for one
+        ``transport.writelines`` (some may be empty). ``body`` is a piece of its own, never
+        copied behind the head: joining them copied the 430,000 bytes of ``bench servers``'
+        long body, 430k instructions a request, as much as the rest of the request
+        (callgrind); a writev of two pieces costs no more than a write of one.
 
         Raises ResponseError when ``body`` is not bytes or runs past the Content-Length, or
         when the whole body, in one message, falls short of it (nothing is written yet).
@@ -388,14 +393,15 @@ class ResponseFramer:
                 raise ResponseError("response body longer than its Content-Length")
             if self.remaining and not more_body and not self.head_sent:  # a 500 still can go
                 raise ResponseError("response body shorter than its Content-Length")
-        data = b"" if self.head_sent else self._head(body, more_body)
+        head = b"" if self.head_sent else self._head(body, more_body)
         if self.no_body:
-            return data
+            return [head]
         if self.chunked:  # RFC 9112 §7.1: chunk-size in hex CRLF chunk-data CRLF
-            if body:
-                data += b"%x\r\n%s\r\n" % (len(body), body)
-            return data + LAST_CHUNK if not more_body else data
-        return data + body if data else body
+            pieces = [head, b"%x\r\n" % len(body), body, b"\r\n"] if body else [head]
+            if not more_body:
+                pieces.append(LAST_CHUNK)
+            return pieces
+        return [head, body]
 
     def continue_bytes(self) -> bytes:
         """``100 Continue`` (RFC 9110 §15.2.1) while no byte of the response is out, else b""
