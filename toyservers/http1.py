@@ -52,6 +52,10 @@ _TOKEN = rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+"
 _QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*"'
 CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[ \t]*%s(?:[ \t]*=[ \t]*(?:%s|%s))?)*"
                         % (_TOKEN, _TOKEN, _QUOTED))
+# One byte looked for in bytes, by its code: on Python 3.11 ``b"#" in target`` first tries
+# b"#" as an integer and formats the TypeError it gets (1.9k instructions, callgrind), while
+# ``FRAGMENT in target`` is one memchr.
+FRAGMENT, HTAB = ord("#"), ord("\t")  # RFC 3986 §3.5: a fragment begins at "#"
 MAX_CHUNK_LINE = 4096  # bytes in one chunk-size line, extensions included (ours, not the RFC's)
 HIGH_WATER_LIMIT = 64 * 1024  # bytes of request body buffered for the app before reading pauses
 MAX_CONTENT_LENGTH = 2**63 - 1  # larger is an overflow: RFC 9112 §6.3 p5, "invalid"

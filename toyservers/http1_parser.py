@@ -154,7 +154,7 @@ def parse_request_head(head: bytes, max_request_line: int = 8192, max_header_siz
         if not method or method.translate(None, TCHAR):
             raise BadRequest(400, "invalid method")
         method_name = method.decode("ascii")
-    if not target or not target.isascii() or b"\t" in target:  # forms: http1.split_target
+    if not target or not target.isascii() or http1.HTAB in target:  # forms: split_target
         raise BadRequest(400, "invalid request target")
     if version == b"HTTP/1.1":  # the common case, without the regular expression
         http_version = "1.1"

@@ -34,7 +34,7 @@ from toyservers._server import run_server, serve_protocol
 from toyservers._types import ASGIApp, Scope
 from toyservers.asgi import at_concurrency_limit, http_scope
 from toyservers.config import Config
-from toyservers.http1 import HIGH_WATER_LIMIT, MAX_CHUNK_LINE, ResponseFramer
+from toyservers.http1 import FRAGMENT, HIGH_WATER_LIMIT, MAX_CHUNK_LINE, ResponseFramer
 from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
 from toyservers.state import ServerState
 
@@ -156,7 +156,7 @@ class RequestReader(HTTP1Protocol):
         # drops what follows it: then the connection closes
         keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
         url = self.url  # origin-form, split_target's first case, inline: 117.0k -> 116.4k
-        if url[:1] == b"/" and b"#" not in url:  # instructions per request (callgrind)
+        if url[:1] == b"/" and FRAGMENT not in url:  # instructions per request (callgrind)
             raw_path, _, query = url.partition(b"?")
         else:
             try:
