@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.mock import FakeClockLoop
+from toyservers import http1
 from toyservers.asgi import ClientDisconnected, RequestResponseCycle, http_scope, log_access
 from toyservers.config import Config
 from toyservers.http1 import (
@@ -144,6 +145,7 @@ def test_check_response_refuses_a_status_that_is_not_final(status: Any) -> None:
     [(b"x", b"a\x00b")],
     [(b"x", b"a\x01b")],
     [(b"x", b"a\x7fb")],
+    [(b"x", bytearray(b"a\nb"))],
     [("x", b"y")],
     [(b"x", "y")],
     [(b"content-length", b"+5")],
@@ -161,6 +163,21 @@ def test_check_response_refuses_a_status_that_is_not_final(status: Any) -> None:
 def test_check_response_refuses_bad_fields(headers: Any) -> None:
     with pytest.raises(ResponseError):
         check_response(200, headers, DEFAULTS)
+
+
+def test_check_response_remembers_only_the_values_it_found_valid() -> None:
+    """Values that passed are remembered (the next response skips their check); one refused
+    is refused again, and a value that is not bytes is checked every time."""
+    good = b"text/plain; id=%d" % id(object())
+    check_response(200, [(b"content-type", good)], DEFAULTS)
+    assert good in http1._known_values
+    forged = b"a\r\nset-cookie: forged-%d" % id(object())
+    for _ in range(2):
+        with pytest.raises(ResponseError):
+            check_response(200, [(b"x", forged)], DEFAULTS)
+    assert forged not in http1._known_values
+    fields = check_response(200, [(b"x", bytearray(good))], DEFAULTS)
+    assert fields.lines[:4] == [b"x", b": ", bytearray(good), b"\r\n"]
 
 
 def test_check_response_frames_fields_and_merges_defaults() -> None:

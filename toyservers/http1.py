@@ -248,7 +248,15 @@ class ResponseFields:
         self.lines, self.content_length, self.close = lines, content_length, close
 
 
-_known_names: set[bytes] = set()  # lowercased field names already found to be tokens
+# What the checks below found valid before, so a response like the last one skips their work:
+# lowercased field names found to be tokens, and values found free of control bytes (up to
+# 1,024 of each, values of up to 256 bytes, shared by all connections and threads). Only what
+# passed is added, so a hit gives the answer the check would. The values took toy-httptools
+# from 106.2k to 103.7k instructions per POST/JSON request (callgrind): a regular expression
+# over the joined values cost 3.0k, a set lookup costs ~0.3k.
+_known_names: set[bytes] = set()
+_known_values: set[bytes] = set()
+MAX_KNOWN, MAX_KNOWN_VALUE_SIZE = 1024, 256
 _SPECIAL = frozenset({b"content-length", b"transfer-encoding", b"connection", b"date",
                       b"server", b"upgrade", b"keep-alive", b"te", b"trailer",
                       b"proxy-connection"})
@@ -297,13 +305,15 @@ def _check_fields(status: object, headers: Iterable[tuple[bytes, bytes]],
             if name not in _known_names:
                 if not is_token(name):
                     raise ResponseError(f"invalid response header name {name!r}")
-                if len(_known_names) < 1024:
+                if len(_known_names) < MAX_KNOWN:
                     _known_names.add(name)
             if name in _SPECIAL:
                 if name == b"content-length":
                     if content_length is not None or not value.isdigit() or len(value) > 18:
                         raise ResponseError(f"invalid or repeated Content-Length {value!r}")
                     content_length = int(value)
+                    lines += (name, b": ", value, b"\r\n")
+                    continue  # digits only: no control byte
                 elif name == b"transfer-encoding":
                     if list_elements(value) != [b"chunked"]:
                         raise ResponseError(f"Transfer-Encoding {value!r}: the server frames")
@@ -318,13 +328,13 @@ def _check_fields(status: object, headers: Iterable[tuple[bytes, bytes]],
                     own_defaults = True
                 else:
                     raise ResponseError(f"hop-by-hop header {name!r} is the server's")
+            if type(value) is not bytes or value not in _known_values:
+                if bad_field_value(value):  # also refuses a value that is not bytes-like
+                    raise ResponseError(f"invalid value for response header {name!r}")
+                if len(_known_values) < MAX_KNOWN and len(value) <= MAX_KNOWN_VALUE_SIZE \
+                        and type(value) is bytes:
+                    _known_values.add(value)
             lines += (name, b": ", value, b"\r\n")
-        # One search over every value at once (each value is lines[first + 2::4]); joining also
-        # refuses a value that is not bytes-like.
-        if bad_field_value(b"".join(lines[first + 2::4])):
-            names, values = lines[first::4], lines[first + 2::4]
-            bad = next(k for k, v in zip(names, values, strict=True) if bad_field_value(v))
-            raise ResponseError(f"invalid value for response header {bad!r}")
     except (TypeError, ValueError, AttributeError) as exc:  # not pairs of byte strings
         raise ResponseError(f"response headers must be pairs of byte strings: {exc}") from None
     if not own_defaults and framed_defaults is not None:
