@@ -22,6 +22,7 @@ Compare with: uvicorn/protocols/http/httptools_impl.py (``connection_made``,
 from __future__ import annotations
 
 import asyncio
+import math
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -44,7 +45,7 @@ class Deadline:
     uvloop; uvicorn arms and cancels one per request). ``close()`` cancels for good.
     """
 
-    __slots__ = ("loop", "on_timeout", "kind", "when", "handle")
+    __slots__ = ("loop", "on_timeout", "kind", "when", "handle", "armed")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, on_timeout: Callable[[str], None]
                  ) -> None:
@@ -52,16 +53,16 @@ class Deadline:
         self.kind: str | None = None  # the deadline running, if any
         self.when = 0.0  # when it expires, loop time in seconds
         self.handle: asyncio.TimerHandle | None = None
+        self.armed = math.inf  # when the armed timer fires (inf: none is armed)
 
     def set(self, kind: str, seconds: float) -> None:
         """Start deadline ``kind``, ``seconds`` from now."""
         when = self.loop.time() + seconds
         self.kind, self.when = kind, when
-        handle = self.handle
-        if handle is None or handle.when() > when:
-            if handle is not None:
-                handle.cancel()
-            self.handle = self.loop.call_at(when, self._fire)
+        if when < self.armed:
+            if self.handle is not None:
+                self.handle.cancel()
+            self.handle, self.armed = self.loop.call_at(when, self._fire), when
 
     def clear(self) -> None:
         """Stop the running deadline (its timer, if armed, finds nothing to do)."""
@@ -72,15 +73,15 @@ class Deadline:
         self.kind = None
         if self.handle is not None:
             self.handle.cancel()
-            self.handle = None
+            self.handle, self.armed = None, math.inf
 
     def _fire(self) -> None:
-        self.handle = None
+        self.handle, self.armed = None, math.inf
         kind = self.kind
         if kind is None:
             return
         if self.loop.time() < self.when:
-            self.handle = self.loop.call_at(self.when, self._fire)
+            self.handle, self.armed = self.loop.call_at(self.when, self._fire), self.when
             return
         self.kind = None
         self.on_timeout(kind)
