@@ -412,8 +412,12 @@ class HttpToolsProtocol(RequestReader):
             self.stop_reading()
             self.lingering_close()
         self.cycle = None
-        if not self.driving:
+        if self.driving:
+            return  # drive() is running: it goes on with the next one
+        if self.pipeline or self.queued_error or self.reading_stopped or self.flow.read_paused:
             self.drive()
+        elif self.phase == NO_MESSAGE:  # drive()'s usual last step, without the call to it:
+            self.deadline.set("idle", self.config.timeout_keep_alive)  # 1.0k instructions less
 
     def resume_reading(self) -> None:
         if not self.pipeline and not self.held:  # else pipelined requests or bytes held back
