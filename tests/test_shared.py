@@ -15,7 +15,13 @@ import pytest
 
 from tests.support.mock import FakeClockLoop
 from toyservers import http1
-from toyservers.asgi import ClientDisconnected, RequestResponseCycle, http_scope, log_access
+from toyservers.asgi import (
+    ClientDisconnected,
+    RequestResponseCycle,
+    http_scope,
+    log_access,
+    scope_template,
+)
 from toyservers.config import Config
 from toyservers.http1 import (
     CHUNK_LINE,
@@ -323,6 +329,7 @@ class FakeConnection:
         self.scheme = "http"
         self.tls: dict[str, Any] | None = None
         self.errors: list[int] = []
+        self.scope_template = scope_template(self)
 
     def send_error(self, status: int) -> None:
         self.errors.append(status)

@@ -27,6 +27,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from toyservers.asgi import scope_template
 from toyservers.flow_control import FlowControl
 from toyservers.state import ServerState
 from toyservers.tls import tls_extension
@@ -124,7 +125,7 @@ class HTTPProtocol(asyncio.Protocol):
     """
 
     __slots__ = ("state", "config", "app", "loop", "transport", "flow", "deadline", "client",
-                 "server", "scheme", "tls", "held")
+                 "server", "scheme", "tls", "held", "scope_template")
 
     def __init__(self, state: ServerState) -> None:
         self.state, self.config, self.app = state, state.config, state.app
@@ -137,6 +138,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.scheme = "http"
         self.tls: dict[str, Any] | None = None  # the ASGI tls extension, over TLS
         self.held = b""  # bytes read, waiting for the loop's next turn to be parsed (hold)
+        self.scope_template: dict[str, Any] = {}  # asgi.scope_template(self), once connected
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -146,6 +148,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.server = address(transport.get_extra_info("sockname"))
         self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
         self.tls = tls_extension(transport.get_extra_info("ssl_object"), self.state)
+        self.scope_template = scope_template(self)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
