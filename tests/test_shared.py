@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from tests.support.mock import FakeClockLoop
-from toyservers.asgi import ClientDisconnected, RequestResponseCycle, http_scope, log_access
+from toyservers import http1
+from toyservers.asgi import (
+    ClientDisconnected,
+    RequestResponseCycle,
+    http_scope,
+    log_access,
+    scope_template,
+)
 from toyservers.config import Config
 from toyservers.http1 import (
     CHUNK_LINE,
@@ -144,6 +151,7 @@ def test_check_response_refuses_a_status_that_is_not_final(status: Any) -> None:
     [(b"x", b"a\x00b")],
     [(b"x", b"a\x01b")],
     [(b"x", b"a\x7fb")],
+    [(b"x", bytearray(b"a\nb"))],
     [("x", b"y")],
     [(b"x", "y")],
     [(b"content-length", b"+5")],
@@ -163,6 +171,21 @@ def test_check_response_refuses_bad_fields(headers: Any) -> None:
         check_response(200, headers, DEFAULTS)
 
 
+def test_check_response_remembers_only_the_values_it_found_valid() -> None:
+    """Values that passed are remembered (the next response skips their check); one refused
+    is refused again, and a value that is not bytes is checked every time."""
+    good = b"text/plain; id=%d" % id(object())
+    check_response(200, [(b"content-type", good)], DEFAULTS)
+    assert good in http1._known_values
+    forged = b"a\r\nset-cookie: forged-%d" % id(object())
+    for _ in range(2):
+        with pytest.raises(ResponseError):
+            check_response(200, [(b"x", forged)], DEFAULTS)
+    assert forged not in http1._known_values
+    fields = check_response(200, [(b"x", bytearray(good))], DEFAULTS)
+    assert fields.lines[:4] == [b"x", b": ", bytearray(good), b"\r\n"]
+
+
 def test_check_response_frames_fields_and_merges_defaults() -> None:
     fields = check_response(200, [(b"Content-Type", b"text/plain"), (b"X-A", b"1\t2 3\x80")],
                             DEFAULTS)
@@ -179,7 +202,7 @@ def test_check_response_frames_fields_and_merges_defaults() -> None:
 
 
 def framed(framer: ResponseFramer, *bodies: tuple[bytes, bool]) -> bytes:
-    return b"".join(framer.body(body, more) for body, more in bodies)
+    return b"".join(piece for body, more in bodies for piece in framer.body(body, more))
 
 
 def test_framer_one_message_gets_a_content_length() -> None:
@@ -249,10 +272,10 @@ def test_framer_refuses_a_body_that_is_not_bytes() -> None:
 def test_framer_says_close_when_the_app_or_server_asks() -> None:
     framer = ResponseFramer(head_request=False, http10=False, keep_alive=False)
     framer.start(200, [], [])
-    assert b"connection: close\r\n" in framer.body(b"", False)
+    assert b"connection: close\r\n" in framed(framer, (b"", False))
     app_close = ResponseFramer(head_request=False, http10=False, keep_alive=True)
     app_close.start(200, [(b"connection", b"close")], [])
-    data = app_close.body(b"", False)
+    data = framed(app_close, (b"", False))
     assert data.count(b"connection: close") == 1 and not app_close.keep_alive
 
 
@@ -306,6 +329,7 @@ class FakeConnection:
         self.scheme = "http"
         self.tls: dict[str, Any] | None = None
         self.errors: list[int] = []
+        self.scope_template = scope_template(self)
 
     def send_error(self, status: int) -> None:
         self.errors.append(status)

@@ -32,6 +32,7 @@ from anyio.abc import ByteStream, SocketAttribute, TaskGroup
 from anyio.streams.tls import TLSAttribute, TLSListener
 
 from toyservers import access_log, proxy_protocol, tls
+from toyservers.asgi import scope_template
 from toyservers.config import Config
 from toyservers.http1_cycle import RequestResponseCycle as HTTP1Cycle
 from toyservers.http1_cycle import error_answer
@@ -99,7 +100,8 @@ async def close_when_set(event: Any, listener: Any) -> None:
 
 class Outbox:
     """What the shared cycle's ``send()`` (``toyservers.http1_cycle``) writes to on anyio,
-    standing in for asyncio's transport and ``FlowControl``: ``write(data)`` collects the bytes,
+    standing in for asyncio's transport and ``FlowControl``: ``write(data)`` and
+    ``writelines(pieces)`` collect the bytes,
     and ``write_paused`` is never set (the cycle awaits ``stream.send`` for what it collected:
     that await is the backpressure). ``take()`` gives the bytes collected, once."""
 
@@ -111,6 +113,9 @@ class Outbox:
 
     def write(self, data: bytes) -> None:
         self.parts.append(data)
+
+    def writelines(self, pieces: list[bytes]) -> None:
+        self.parts += pieces
 
     def take(self) -> bytes:
         data = b"".join(self.parts)
@@ -131,7 +136,7 @@ class StreamProtocol:
 
     __slots__ = ("state", "config", "app", "stream", "cycle", "access_log", "client", "server",
                  "scheme", "tls", "reading", "kind", "error", "resumed", "task_group", "writing",
-                 "outbox", "transport", "flow")
+                 "outbox", "transport", "flow", "scope_template")
 
     def __init__(self, state: ServerState, stream: ByteStream) -> None:
         self.state, self.config, self.app = state, state.config, state.app
@@ -145,6 +150,7 @@ class StreamProtocol:
         ssl_object = stream.extra(TLSAttribute.ssl_object, None)
         self.scheme = "http" if ssl_object is None else "https"
         self.tls = tls.tls_extension(ssl_object, state)
+        self.scope_template = scope_template(self)
         self.reading = anyio.CancelScope()  # around the reading loop; its deadline moves
         self.kind: str | None = None  # the deadline running: "idle", "head", "body"
         self.error = 0  # the status to answer once reading stops (0: none, just close)

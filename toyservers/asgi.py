@@ -4,7 +4,8 @@ the access log.
 A server module writes its own ``send`` (where its framing meets the app) and the two hooks of
 ``receive`` that touch its parser; what is the same in every server is written here once:
 
-- ``http_scope``: the ``http`` connection scope, built the same way from the parsed request;
+- ``http_scope``: the ``http`` connection scope, built the same way from the parsed request,
+  on a copy of the connection's ``scope_template`` (what its requests' scopes share);
 - ``RequestResponseCycle``: the base of each server's cycle. It holds the request body the
   protocol hands in (``body``, ``more_body``, ``wake()``) and the one ``receive()``: 100
   Continue when the app first asks for a body that has not come, ``http.request`` messages,
@@ -46,11 +47,36 @@ if TYPE_CHECKING:
 logger = logging.getLogger("toyservers.error")
 
 ASGI_VERSION = {"version": "3.0", "spec_version": "2.4"}
+TASK_NAME = "toyservers.run_asgi"  # the name of every request's Task
 
 
 class ClientDisconnected(OSError):
     """Raised by ``send()`` once the client is gone (ASGI HTTP spec 2.4 lets a server raise a
     server-specific ``OSError`` subclass there), so an app streaming to nobody stops."""
+
+
+def scope_template(conn: ServerProtocol) -> dict[str, Any]:
+    """What the ``http`` scopes of every request on ``conn`` share, built once per connection:
+    ``http_scope`` copies it and sets the rest. The keys the request sets are here already
+    (as None), in the spec's order: a copy of a dict is cheap, and setting a key it holds is
+    cheaper than adding one. A scope built key by key cost 1.3k instructions a request more
+    on toy-httptools (callgrind: 99.6k -> 98.3k with this).
+    """
+    return {
+        "type": "http",
+        "asgi": ASGI_VERSION,
+        "http_version": None,
+        "server": conn.server,
+        "client": conn.client,
+        "scheme": conn.scheme,
+        "method": None,
+        "root_path": conn.state.config.root_path,
+        "path": None,
+        "raw_path": None,
+        "query_string": None,
+        "headers": None,
+        "state": None,
+    }
 
 
 def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: bytes,
@@ -59,9 +85,9 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
 
     ``raw_path`` is the path as received (ASCII bytes, still percent-encoded); the scope's
     ``path`` is it percent-decoded as UTF-8, both prefixed with ``config.root_path``. ``conn``
-    gives ``client``, ``server``, ``scheme``, the ``tls`` extension and the server's state,
-    whose lifespan ``state`` is copied, so one request cannot change what the next one sees
-    (ASGI lifespan spec).
+    gives ``client``, ``server``, ``scheme`` (in its ``scope_template``), the ``tls``
+    extension and the server's state, whose lifespan ``state`` is copied, so one request
+    cannot change what the next one sees (ASGI lifespan spec).
     """
     state = conn.state
     root_path = state.config.root_path
@@ -69,21 +95,14 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
     if "%" in path:
         path = unquote(path)  # ASGI: "path": "HTTP request target excluding any query string",
         # percent-decoded and UTF-8 decoded
-    scope: Scope = {
-        "type": "http",
-        "asgi": ASGI_VERSION,
-        "http_version": http_version,
-        "server": conn.server,
-        "client": conn.client,
-        "scheme": conn.scheme,
-        "method": method,
-        "root_path": root_path,
-        "path": root_path + path if root_path else path,
-        "raw_path": root_path.encode() + raw_path if root_path else raw_path,
-        "query_string": query_string,
-        "headers": headers,
-        "state": state.lifespan_state.copy(),
-    }
+    scope = conn.scope_template.copy()
+    scope["http_version"] = http_version
+    scope["method"] = method
+    scope["path"] = root_path + path if root_path else path
+    scope["raw_path"] = root_path.encode() + raw_path if root_path else raw_path
+    scope["query_string"] = query_string
+    scope["headers"] = headers
+    scope["state"] = state.lifespan_state.copy()
     if conn.tls is not None:
         scope["extensions"] = {"tls": conn.tls}
     if state.proxy is not None:  # believed only from a trusted peer (toyservers.proxy)
@@ -101,6 +120,7 @@ class ServerProtocol(Protocol):
     scheme: str
     tls: dict[str, Any] | None
     state: ServerState
+    scope_template: dict[str, Any]  # scope_template(self), once the fields above are known
 
 
 def at_concurrency_limit(state: ServerState) -> bool:
@@ -224,6 +244,9 @@ class RequestResponseCycle:
         """Run the app in its own Task (its own contextvars copy, and a ``current_task()`` for
         ``asyncio.timeout`` and anyio), kept in ``state.tasks`` so a graceful shutdown can wait
         for it; ``run_asgi`` takes it out as it ends."""
-        self.task = task = asyncio.get_running_loop().create_task(self.run_asgi(app))
-        if not task.done():  # an eager task factory (Python 3.12+) may have run it to its end
-            self.protocol.state.tasks.add(task)
+        # asyncio.Task, not loop.create_task, and a name: uvloop's create_task adds a Python
+        # call, and a Task without a name formats "Task-<n>": 1.8k instructions a request
+        # (callgrind). So no task factory set on the loop is used (and none runs it eagerly).
+        # The Task finds the running loop itself: passing it cost 0.57k more.
+        self.task = task = asyncio.Task(self.run_asgi(app), name=TASK_NAME)
+        self.protocol.state.tasks.add(task)

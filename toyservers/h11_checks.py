@@ -233,8 +233,9 @@ class H11Framer:
             status_code=100, headers=[], reason=b"Continue"))
 
     # --8<-- [start:h11_framer]
-    def body(self, body: bytes, more_body: bool) -> bytes:
-        """The bytes for one ``http.response.body`` message, the head with the first.
+    def body(self, body: bytes, more_body: bool) -> list[bytes]:
+        """The bytes for one ``http.response.body`` message, the head with the first, as
+        pieces to write in order (as ``http1.ResponseFramer.body``).
         Raises http1.ResponseError for a body that is not bytes or breaks its Content-Length
         before h11 wrote a byte, h11.LocalProtocolError after."""
         if type(body) is not bytes:
@@ -247,7 +248,7 @@ class H11Framer:
             parts += conn.send_with_data_passthrough(h11.Data(data=body)) or ()
         if not more_body:
             parts += conn.send_with_data_passthrough(END_OF_MESSAGE) or ()
-        return b"".join(parts)  # one write: head and body leave together
+        return parts  # one writelines: head and body leave together, the body not copied
 
     def head(self, body: bytes, more_body: bool) -> list[bytes]:
         fields = self.fields

@@ -77,7 +77,9 @@ def take_head(buffer: bytearray, max_request_line: int, max_header_size: int,
     None while it is unfinished, once ``check_partial_head`` found nothing wrong with it yet.
     Empty lines before it are dropped (RFC 9112 §2.2: "a server ... SHOULD ignore at least one
     empty line (CRLF) received prior to the request-line")."""
-    while buffer.startswith(b"\r\n"):
+    # The first byte (13: CR) looked at first: startswith alone cost 0.65k instructions a
+    # request (callgrind; CPython 3.11 parses its arguments slowly).
+    while buffer and buffer[0] == 13 and buffer.startswith(b"\r\n"):
         del buffer[:2]
     end = buffer.find(b"\r\n\r\n")
     if end < 0:
@@ -113,7 +115,9 @@ def parse_fields(lines: list[bytes]) -> Headers:
         lowered = known.get(name)
         if lowered is None or not colon:
             lowered = _field_name(line, name, colon)
-        headers.append((lowered, value.strip(b" \t")))
+        # The line holds no control byte but HTAB (checked before), so strip() takes exactly
+        # the OWS (SP, HTAB), and faster than strip(b" \t"): 0.55k instructions a request.
+        headers.append((lowered, value.strip()))
     return headers
 
 
@@ -154,7 +158,7 @@ def parse_request_head(head: bytes, max_request_line: int = 8192, max_header_siz
         if not method or method.translate(None, TCHAR):
             raise BadRequest(400, "invalid method")
         method_name = method.decode("ascii")
-    if not target or not target.isascii() or b"\t" in target:  # forms: http1.split_target
+    if not target or not target.isascii() or http1.HTAB in target:  # forms: split_target
         raise BadRequest(400, "invalid request target")
     if version == b"HTTP/1.1":  # the common case, without the regular expression
         http_version = "1.1"

@@ -22,10 +22,12 @@ Compare with: uvicorn/protocols/http/httptools_impl.py (``connection_made``,
 from __future__ import annotations
 
 import asyncio
+import math
 import socket
 from collections.abc import Callable
 from typing import Any
 
+from toyservers.asgi import scope_template
 from toyservers.flow_control import FlowControl
 from toyservers.listeners import address
 from toyservers.state import ServerState
@@ -45,7 +47,7 @@ class Deadline:
     uvloop; uvicorn arms and cancels one per request). ``close()`` cancels for good.
     """
 
-    __slots__ = ("loop", "on_timeout", "kind", "when", "handle")
+    __slots__ = ("loop", "on_timeout", "kind", "when", "handle", "armed")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, on_timeout: Callable[[str], None]
                  ) -> None:
@@ -53,16 +55,16 @@ class Deadline:
         self.kind: str | None = None  # the deadline running, if any
         self.when = 0.0  # when it expires, loop time in seconds
         self.handle: asyncio.TimerHandle | None = None
+        self.armed = math.inf  # when the armed timer fires (inf: none is armed)
 
     def set(self, kind: str, seconds: float) -> None:
         """Start deadline ``kind``, ``seconds`` from now."""
         when = self.loop.time() + seconds
         self.kind, self.when = kind, when
-        handle = self.handle
-        if handle is None or handle.when() > when:
-            if handle is not None:
-                handle.cancel()
-            self.handle = self.loop.call_at(when, self._fire)
+        if when < self.armed:
+            if self.handle is not None:
+                self.handle.cancel()
+            self.handle, self.armed = self.loop.call_at(when, self._fire), when
 
     def clear(self) -> None:
         """Stop the running deadline (its timer, if armed, finds nothing to do)."""
@@ -73,15 +75,15 @@ class Deadline:
         self.kind = None
         if self.handle is not None:
             self.handle.cancel()
-            self.handle = None
+            self.handle, self.armed = None, math.inf
 
     def _fire(self) -> None:
-        self.handle = None
+        self.handle, self.armed = None, math.inf
         kind = self.kind
         if kind is None:
             return
         if self.loop.time() < self.when:
-            self.handle = self.loop.call_at(self.when, self._fire)
+            self.handle, self.armed = self.loop.call_at(self.when, self._fire), self.when
             return
         self.kind = None
         self.on_timeout(kind)
@@ -117,7 +119,7 @@ class HTTPProtocol(asyncio.Protocol):
     """
 
     __slots__ = ("state", "config", "app", "loop", "transport", "flow", "deadline", "client",
-                 "server", "scheme", "tls", "held")
+                 "server", "scheme", "tls", "held", "scope_template")
 
     def __init__(self, state: ServerState) -> None:
         self.state, self.config, self.app = state, state.config, state.app
@@ -130,6 +132,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.scheme = "http"
         self.tls: dict[str, Any] | None = None  # the ASGI tls extension, over TLS
         self.held = b""  # bytes read, waiting for the loop's next turn to be parsed (hold)
+        self.scope_template: dict[str, Any] = {}  # asgi.scope_template(self), once connected
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -139,6 +142,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.server = address(transport.get_extra_info("sockname"))
         self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
         self.tls = tls_extension(transport.get_extra_info("ssl_object"), self.state)
+        self.scope_template = scope_template(self)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

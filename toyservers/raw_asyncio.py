@@ -136,7 +136,7 @@ class RawHTTPProtocol(HTTP1Protocol):
             head, config.max_request_line, config.max_header_size, config.max_headers)
         content_length, chunked, keep_alive, expect_100, upgrade = body_framing(version, headers)
         # Origin-form, split as split_target's first case does (a test compares): 129.1k -> 128.4k
-        if target[:1] == b"/" and method != "CONNECT" and b"#" not in target:
+        if target[:1] == b"/" and method != "CONNECT" and http1.FRAGMENT not in target:
             raw_path, _, query = target.partition(b"?")
         else:
             raw_path, query = http1.split_target(method, target)

@@ -232,7 +232,7 @@ class RequestResponseCycle:
                 framer.keep_alive = False
             if self.log_line:
                 access_log.log_request(protocol.client, *self.log_line, framer.status)
-        if out := framer.body(data, more_body):
+        if out := b"".join(framer.body(data, more_body)):
             try:
                 protocol.sendall(out)
             except OSError as exc:  # reset, broken pipe, or SEND_TIMEOUT without progress

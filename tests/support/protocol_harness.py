@@ -52,6 +52,11 @@ class RecordingTransport(MockTransport):
         super().write(data)
         self.writes.append(bytes(data))
 
+    def writelines(self, list_of_data: Any) -> None:
+        """One call, one write (uvloop makes it one writev); nothing for empty pieces."""
+        if data := b"".join(list_of_data):
+            self.write(data)
+
 
 class Harness:
     """One connection to a toy server's protocol, on a MockTransport and a FakeClockLoop."""

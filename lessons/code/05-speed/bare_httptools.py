@@ -137,8 +137,8 @@ class BareProtocol(asyncio.Protocol):
             if chunked:  # RFC 9112 §7.1: size in hex, the bytes; a zero-size chunk ends it
                 data = (b"%x\r\n%s\r\n" % (len(data), data) if data else b"") + (
                     b"" if more else b"0\r\n\r\n")
-            if not self.transport.is_closing():
-                self.transport.write(head + data)  # the head goes out with the first body
+            if not self.transport.is_closing():  # the head goes out with the first body,
+                self.transport.writelines((head, data))  # in one writev: the body not copied
             head = b""
             if not more and not keep_alive:
                 self.transport.close()
