@@ -35,6 +35,7 @@ import anyio
 
 from toyservers import proxy_protocol
 from toyservers._types import ASGIApp
+from toyservers.asgi import scope_template
 from toyservers.config import Config
 from toyservers.lifespan import Lifespan, LifespanFailure
 from toyservers.listeners import (
@@ -206,8 +207,9 @@ class ProxyProtocolReader(asyncio.Protocol):
             self.timer.cancel()
         protocol = self.make(self.state)
         protocol.connection_made(self.transport)
-        if header is not None and header.source is not None:
+        if header is not None and header.source is not None:  # as if it had connected
             protocol.client, protocol.server = header.source, header.destination  # type: ignore
+            protocol.scope_template = scope_template(protocol)  # type: ignore
         self.transport.set_protocol(protocol)
         rest = self.buffer[header.length if header is not None else 0:]
         if rest:

@@ -44,7 +44,7 @@ from anyio.abc import ByteStream, TaskGroup
 from toyservers import _server, anyio_serving, h11_checks, listeners, tls
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.anyio_serving import GONE, StreamProtocol
-from toyservers.asgi import ClientDisconnected
+from toyservers.asgi import ClientDisconnected, scope_template
 from toyservers.config import Config
 from toyservers.h11_checks import H11Framer, H11Steps
 from toyservers.http1_cycle import RequestResponseCycle as HTTP1Cycle
@@ -335,8 +335,9 @@ async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str
                 return
             stream, header = read
         protocol = AnyioProtocol(state, stream)
-        if header is not None and header.source is not None:
+        if header is not None and header.source is not None:  # as if it had connected
             protocol.client, protocol.server = header.source, header.destination
+            protocol.scope_template = scope_template(protocol)
         await protocol.run()
 
     # --8<-- [start:serve]

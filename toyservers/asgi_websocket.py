@@ -220,7 +220,7 @@ class WebSocketCycle:
         elif state is RESPONDING and kind == "websocket.http.response.body":
             assert self.framer is not None
             more_body = message.get("more_body", False)
-            protocol.write(self.framer.body(message.get("body", b""), more_body))
+            protocol.write(b"".join(self.framer.body(message.get("body", b""), more_body)))
             if not more_body:
                 self.end_http()
         else:
