@@ -53,12 +53,16 @@ test: h2load
 h2load:
 	@$(TOOLS) h2load
 
-# bench h2 drives h2load besides wrk; bench servers needs redis-server; bench load's bjoern
-# rows need bjoern (built against libev; a failed build is not an error: its rows are then
-# skipped with the reason).
+# bench h2 drives h2load besides wrk; bench servers needs redis-server; bench cluster nginx and
+# haproxy (installed without starting their system services, then run unprivileged); bench
+# load's bjoern rows need bjoern (built against libev; a failed build is not an error: its
+# rows are then skipped with the reason).
 bench: $(STAMP) tools
 ifneq ($(filter h2,$(ARGS)),)
 	@$(TOOLS) h2load
+endif
+ifneq ($(filter cluster,$(ARGS)),)
+	@$(TOOLS) nginx haproxy
 endif
 ifneq ($(filter servers,$(ARGS)),)
 	@$(TOOLS) redis-server
@@ -74,7 +78,7 @@ endif
 # TEST_JOBS=0 runs it in one process.
 TEST_JOBS ?= 2
 test: $(STAMP)
-	@$(TOOLS) wrk curl chromium redis-server
+	@$(TOOLS) wrk curl chromium redis-server nginx haproxy
 	$(PY) -m pytest -n $(TEST_JOBS) $(ARGS)
 
 lint: $(STAMP)

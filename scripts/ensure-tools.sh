@@ -4,7 +4,14 @@
 # otherwise we stop with one line saying what to install.
 # Two names are build inputs rather than commands: `libev` (the headers bjoern compiles
 # against, checked as ev.h) and `cc` (a C compiler).
-#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc chromium
+#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc chromium nginx haproxy
+#
+# nginx and haproxy (for `bench cluster`) are servers: Debian's packages start a system daemon
+# on port 80 (nginx) or with /etc/haproxy's config as they install. bench runs both
+# unprivileged from its own config instead, so the install runs with a policy-rc.d that
+# refuses every service start (the Debian policy interface, exit status 101: "action
+# forbidden"), removed afterwards unless one was already there, and a daemon that started
+# anyway (no policy-rc.d support, e.g. a systemd unit enabled by the package) is stopped.
 set -euo pipefail
 
 # `h2spec` (the HTTP/2 conformance tool, github.com/summerwind/h2spec) is no apt package: it is
@@ -42,8 +49,24 @@ present() {
     case "$1" in
         h2spec) command -v h2spec >/dev/null 2>&1 || [ -x "$(go env GOPATH 2>/dev/null)/bin/h2spec" ] ;;
         libev) [ -e /usr/include/ev.h ] || [ -e /usr/local/include/ev.h ] ;;
+        nginx | haproxy) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] ;;
         *) command -v "$1" >/dev/null 2>&1 ;;
     esac
+}
+
+# Stop a daemon the package started despite the policy: by the pid its pidfile names, and
+# only when that process is the daemon in question (a stale pidfile names someone else).
+stop_daemon() {
+    local name=$1 pidfile=$2 pid
+    [ -r "$pidfile" ] || return 0
+    pid=$(head -n1 "$pidfile" | tr -dc 0-9)
+    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 0
+    echo "stopping the system $name daemon (pid $pid) the package started" >&2
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        systemctl disable --now "$name" >/dev/null 2>&1 || kill "$pid"
+    else
+        kill "$pid"
+    fi
 }
 
 missing=()
@@ -62,8 +85,17 @@ for tool in "${missing[@]}"; do packages+=("$(package_for "$tool")"); done
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${packages[*]} with apt-get (for ${missing[*]})" >&2
     export DEBIAN_FRONTEND=noninteractive
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# no service starts while scripts/ensure-tools.sh installs\nexit 101\n' \
+            >"$policy"
+        chmod 755 "$policy"
+        trap 'rm -f "$policy"' EXIT
+    fi
     apt-get update -qq >/dev/null
-    apt-get install -y -qq "${packages[@]}" >/dev/null
+    apt-get install -y -qq -o DPkg::Lock::Timeout=300 "${packages[@]}" >/dev/null
+    stop_daemon nginx /run/nginx.pid
+    stop_daemon haproxy /run/haproxy.pid
     for tool in "${missing[@]}"; do
         present "$tool" || { echo "error: apt-get installed ${packages[*]} but '$tool' is still missing" >&2; exit 1; }
     done
