@@ -77,6 +77,7 @@ from bench.harness import (
 from bench.machine import usable_cpus
 from bench.rounds import Contender, Measurement, measure_rounds, rotated
 from bench.rows import RowPlan, RowResult, row_json
+from bench.stats import summarize
 from bench.wrk import POST_JSON
 from toyservers.registry import get
 
@@ -216,24 +217,49 @@ def measure_hop(settings: Settings, stage: Stage, placement: Placement,
                        "wrk straight to one backend" if row.proxy is None else
                        f"wrk to {row.proxy} in front of one backend")
         json_row = row_json(RowResult(plan, measurement), out[0] if out else None)
-        json_row.update(hop_cpu(json_row, row.proxy is not None))
+        json_row.update(hop_cpu(json_row, row.proxy is not None, out[0] if out else None))
         out.append({"proxy": row.proxy, "keepalive": row.keepalive, **json_row})
     return out
 
 
-def hop_cpu(row: dict[str, Any], proxied: bool) -> dict[str, float | None]:
-    """The median CPU µs per request of the proxy and of the backends over the measured runs
-    (for ``direct`` the backend's is the server's own)."""
+def cpu_by_round(row: dict[str, Any]) -> dict[int, float]:
+    """A hop row's server-side CPU µs per request in each round: the proxy's and the
+    backend's added up (``direct``: its backend's)."""
+    found = {}
+    for run in row["runs"]:
+        if run["kind"] == "measured" and run["cpu_us_per_request"] is not None:
+            found[run["round"]] = (run["cpu_us_per_request"]
+                                   + (run.get("companion_cpu_us_per_request") or 0.0))
+    return found
+
+
+def hop_cpu(row: dict[str, Any], proxied: bool, direct: dict[str, Any] | None
+            ) -> dict[str, float | None]:
+    """The CPU columns of a hop row: the median CPU µs per request of the proxy
+    (``proxy_cpu_us``) and of the backend (``backends_cpu_us``; for ``direct`` its server's
+    own) over the measured runs, and what the proxied path adds to the CPU time per request
+    of both sides together over ``direct``'s, round by round: ``cpu_added`` (median),
+    ``cpu_added_min``, ``cpu_added_max``. Unlike µs added, which is read off the throughput,
+    this does not move when the machine's other programs take more or less of the core."""
     runs = [r for r in row["runs"] if r["kind"] == "measured" and r["summary"]]
 
     def median_of(key: str) -> float | None:
-        values = sorted(r[key] for r in runs if r.get(key) is not None)
-        return values[len(values) // 2] if values else None
+        values = [r[key] for r in runs if r.get(key) is not None]
+        return summarize(values).median if values else None
 
-    if not proxied:
-        return {"proxy_cpu_us": None, "backends_cpu_us": median_of("cpu_us_per_request")}
-    return {"proxy_cpu_us": median_of("cpu_us_per_request"),
-            "backends_cpu_us": median_of("companion_cpu_us_per_request")}
+    columns: dict[str, float | None] = {
+        "proxy_cpu_us": median_of("cpu_us_per_request") if proxied else None,
+        "backends_cpu_us": median_of("companion_cpu_us_per_request" if proxied
+                                     else "cpu_us_per_request"),
+        "cpu_added": None, "cpu_added_min": None, "cpu_added_max": None}
+    if direct is not None:
+        mine, theirs = cpu_by_round(row), cpu_by_round(direct)
+        added = [mine[r] - theirs[r] for r in sorted(mine) if r in theirs]
+        if added:
+            spread = summarize(added)
+            columns.update(cpu_added=spread.median, cpu_added_min=spread.minimum,
+                           cpu_added_max=spread.maximum)
+    return columns
 
 
 # --- the scenarios under load ------------------------------------------------------------------

@@ -17,8 +17,8 @@ from bench import report
 from bench.report import added_cell, cell, noise_notes, pct_cell, provenance
 
 HOP_HEADERS = ["Path", "RPS", "min–max", "p50 ms", "p99 ms", "Errors", "proxy CPU µs/req",
-               "backend CPU µs/req", "µs added", "% of direct"]
-HOP_RIGHT = [False, *[True] * 9]
+               "backend CPU µs/req", "CPU µs added", "µs added", "% of direct"]
+HOP_RIGHT = [False, *[True] * 10]
 Section = tuple[str, list[str], list[list[str]], list[bool]]
 
 
@@ -45,15 +45,26 @@ def hop_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
     cells = []
     for row in rows:
         if row["status"] != "ok" or row["rps_median"] is None:
-            cells.append([row["layer"], row["status"], *["–"] * 8])
+            cells.append([row["layer"], row["status"], *["–"] * 9])
             continue
         flag = " *" if row["spread_flag"] else ""
         cells.append([
             row["layer"], f"{row['rps_median']:,.0f}{flag}",
             f"{row['rps_min']:,.0f}–{row['rps_max']:,.0f}", cell(row["p50_ms"], ".2f"),
             cell(row["p99_ms"], ".2f"), f"{row['errors']:,}", cell(row.get("proxy_cpu_us")),
-            cell(row.get("backends_cpu_us")), added_cell(row), pct_cell(row)])
+            cell(row.get("backends_cpu_us")), cpu_added_cell(row), added_cell(row),
+            pct_cell(row)])
     return cells
+
+
+def cpu_added_cell(row: dict[str, Any]) -> str:
+    """The "CPU µs added" cell: the median over rounds, with their min…max."""
+    if row.get("cpu_added") is None:
+        return "–"
+    if row["cpu_added_min"] == row["cpu_added_max"]:
+        return f"{row['cpu_added']:+.1f}"
+    return (f"{row['cpu_added']:+.1f} ({row['cpu_added_min']:+.1f}…"
+            f"{row['cpu_added_max']:+.1f})")
 
 
 def balance_cells(rows: list[dict[str, Any]], backends: int) -> list[list[str]]:
@@ -150,9 +161,11 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
                      if found["path"] else f"{name}: not installed, its rows skipped")
     lines.append(f"hop: POST the user to one {s['server']} backend, directly or through the "
                  "proxy; proxy CPU µs/req is the proxy's process tree's CPU time per request, "
-                 "backend CPU µs/req the backend's; µs added and % of direct are computed in "
-                 "each round against direct's run of the same round, then given as the median "
-                 "(min…max); * marks runs spread more than 10 %")
+                 "backend CPU µs/req the backend's; CPU µs added is what the proxy and the "
+                 "backend together spend per request over direct's backend, µs added is read "
+                 "off the throughput (1e6 / RPS) and % of direct is the RPS's share; the three "
+                 "are computed in each round against direct's run of the same round, then "
+                 "given as the median (min…max); * marks runs spread more than 10 %")
     lines.append(f"balance: POST, b1 waits {s['slow_ms']:g} ms per request and the others "
                  "none; each backend's share of the requests it answered (GET /count before "
                  "and after each run)")

@@ -110,6 +110,9 @@ class Upstream:
             only its passive one (``max_fails``, ``fail_timeout``).
         down: names of backends marked down (nginx: out of the upstream once reloaded).
         fail_timeout: nginx's ``fail_timeout``: seconds a backend that failed gets no request.
+        read_timeout: seconds the proxy waits for a backend's answer before it answers 504.
+        send_proxy: HAProxy opens each backend connection with a PROXY protocol header,
+            version 1 (``send-proxy``) or 2 (``send-proxy-v2``); 0: none.
     """
 
     keepalive: bool = True
@@ -117,6 +120,8 @@ class Upstream:
     checks: bool = False
     down: frozenset[str] = frozenset()
     fail_timeout: float = 1.0
+    read_timeout: float = 30.0
+    send_proxy: int = 0
 
 
 def nginx_values(folder: Path, listen: str, backends: Sequence[Address], upstream: Upstream
@@ -132,20 +137,23 @@ def nginx_values(folder: Path, listen: str, backends: Sequence[Address], upstrea
         "http_version": ('proxy_http_version 1.1;\nproxy_set_header Connection "";'
                          if upstream.keepalive else
                          "proxy_http_version 1.0;\nproxy_set_header Connection close;"),
+        "read_timeout": f"{upstream.read_timeout:g}s",
     }
 
 
 def haproxy_values(folder: Path, listen: str, backends: Sequence[Address], upstream: Upstream
                    ) -> dict[str, str]:
     """The values of ``bench/proxies/haproxy.cfg``'s placeholders."""
-    check = " check" if upstream.checks else ""
-    servers = [f"server {b.name} {b.host}:{b.port}{check}"
+    options = (" check" if upstream.checks else "") + {0: "", 1: " send-proxy",
+                                                       2: " send-proxy-v2"}[upstream.send_proxy]
+    servers = [f"server {b.name} {b.host}:{b.port}{options}"
                + (" disabled" if b.name in upstream.down else "") for b in backends]
     return {
         "folder": str(folder), "listen": listen, "balance": upstream.balance,
         "servers": "\n".join(servers),
         "keepalive": ("option http-keep-alive" if upstream.keepalive
                       else "option http-server-close"),
+        "read_timeout": f"{upstream.read_timeout:g}s",
     }
 
 
@@ -222,13 +230,13 @@ class Proxy:
                     "-e", str(self.folder / "error.log")]
         return [self.path, "-f", str(self.config_path), "-db"]
 
-    def start(self, cpu: int | None, log_path: Path) -> ServerProcess:
-        """Run the proxy on a free port until :meth:`stop`.
+    def start(self, cpu: int | None, log_path: Path, port: int = 0) -> ServerProcess:
+        """Run the proxy on ``port`` (0: a free one) until :meth:`stop`.
 
         Raises:
             bench.process.ServerStartError: it exited or did not listen.
         """
-        port = free_port(self.host)
+        port = port or free_port(self.host)
         self.process = ServerProcess(self.argv(port), host=self.host, port=port, cpu=cpu,
                                      log_path=log_path, startup_timeout=10)
         self.process.start()
@@ -294,6 +302,8 @@ class Backend:
         wait_ms: how long each request waits in the app (``BACKEND_WAIT_MS``).
         cpu: the CPU it is pinned to, or None.
         log_path: where its output goes (each start appends a numbered file).
+        app: the app it serves, ``module:attr``.
+        options: more command-line options for the server (``--forwarded-allow-ips``...).
     """
 
     name: str
@@ -303,6 +313,8 @@ class Backend:
     log_path: Path
     wait_ms: float = 0.0
     cpu: int | None = None
+    app: str = APP
+    options: tuple[str, ...] = ()
     process: ServerProcess | None = None
     starts: int = 0
 
@@ -315,7 +327,7 @@ class Backend:
         return self.process.pid if self.process is not None else None
 
     def argv(self) -> list[str]:
-        return get(self.server).command(APP, self.host, self.port)
+        return [*get(self.server).command(self.app, self.host, self.port), *self.options]
 
     def start(self) -> None:
         """Start it and wait until it answers ``GET /health``.
@@ -341,10 +353,11 @@ class Backend:
         """Wait until the launched process answers ``GET /health`` (see :meth:`start`)."""
         assert self.process is not None, "wait_ready before launch"
         self.process.wait_ready()
-        wait_until(self.healthy, 10, f"{self.name} to answer GET /health")
+        if self.app == APP:
+            wait_until(self.healthy, 10, f"{self.name} to answer GET /health")
 
     def healthy(self) -> bool:
-        """Whether it answers ``GET /health`` with 200 now."""
+        """Whether it answers ``GET /health`` with 200 now (:data:`APP` does)."""
         try:
             return fetch(self.host, self.port, "/health", timeout=1)[0] == 200
         except (OSError, http.client.HTTPException):
