@@ -402,6 +402,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             console.print(f"[yellow]–[/] {MISSING.format(name=name)}: its rows are skipped",
                           highlight=False)
     logs = logs_folder(out)
+    where = environment(generator)  # before any result file exists: git's state as it ran
     started = datetime.now(UTC)
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in SCENARIOS}
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as folder, \
@@ -434,7 +435,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
         "pinning": pinning.to_json(),
         "placement": {"wrk": placement.wrk, "proxy": placement.proxy,
                       "backends": list(placement.backends), "text": placement.text},
-        **environment(generator),
+        **where,
         "proxies": proxies,
         "rows": results["hop"],
         "balance": results["balance"], "failover": results["failover"],
