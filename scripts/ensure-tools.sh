@@ -10,8 +10,8 @@
 # on port 80 (nginx) or with /etc/haproxy's config as they install. bench runs both
 # unprivileged from its own config instead, so the install runs with a policy-rc.d that
 # refuses every service start (the Debian policy interface, exit status 101: "action
-# forbidden"), removed afterwards unless one was already there, and a daemon that started
-# anyway (no policy-rc.d support, e.g. a systemd unit enabled by the package) is stopped.
+# forbidden"), removed afterwards unless one was already there; a daemon that started anyway
+# is stopped, and the service is disabled so that it does not start at the next boot.
 set -euo pipefail
 
 # `h2spec` (the HTTP/2 conformance tool, github.com/summerwind/h2spec) is no apt package: it is
@@ -54,19 +54,22 @@ present() {
     esac
 }
 
-# Stop a daemon the package started despite the policy: by the pid its pidfile names, and
-# only when that process is the daemon in question (a stale pidfile names someone else).
-stop_daemon() {
+# A server package installed here is for bench: stop a daemon it started despite the policy
+# (by the pid its pidfile names, and only when that process is the daemon in question: a stale
+# pidfile names someone else), and keep it from starting at the next boot, which the package
+# enabled. Nothing is done to a package that was installed before.
+quiet_service() {
     local name=$1 pidfile=$2 pid
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        systemctl disable --now --quiet "$name" 2>/dev/null || true
+    elif command -v update-rc.d >/dev/null 2>&1; then
+        update-rc.d "$name" disable >/dev/null 2>&1 || true
+    fi
     [ -r "$pidfile" ] || return 0
     pid=$(head -n1 "$pidfile" | tr -dc 0-9)
     [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 0
     echo "stopping the system $name daemon (pid $pid) the package started" >&2
-    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-        systemctl disable --now "$name" >/dev/null 2>&1 || kill "$pid"
-    else
-        kill "$pid"
-    fi
+    kill "$pid"
 }
 
 missing=()
@@ -94,8 +97,11 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     fi
     apt-get update -qq >/dev/null
     apt-get install -y -qq -o DPkg::Lock::Timeout=300 "${packages[@]}" >/dev/null
-    stop_daemon nginx /run/nginx.pid
-    stop_daemon haproxy /run/haproxy.pid
+    for tool in "${missing[@]}"; do
+        case "$tool" in
+            nginx | haproxy) quiet_service "$tool" "/run/$tool.pid" ;;
+        esac
+    done
     for tool in "${missing[@]}"; do
         present "$tool" || { echo "error: apt-get installed ${packages[*]} but '$tool' is still missing" >&2; exit 1; }
     done

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,8 @@ from bench.rounds import NoProgress
 HAVE = {name: find_proxy(name) for name in ("nginx", "haproxy")}
 needs_proxies = pytest.mark.skipif(
     None in HAVE.values(), reason="nginx and haproxy are not installed (make test installs them)")
+needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None,
+                               reason="wrk is not installed (make test installs it)")
 BACKENDS = [Address("b1", "127.0.0.1", 18001), Address("b2", "127.0.0.1", 18002)]
 
 
@@ -196,6 +199,7 @@ def test_cli_mistakes_are_one_line(args: tuple[str, ...], tmp_path: Path) -> Non
 
 
 @needs_proxies
+@needs_wrk
 @pytest.mark.wrk
 @pytest.mark.timeout(180)
 def test_cluster_smoke_run(tmp_path: Path) -> None:
