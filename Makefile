@@ -2,6 +2,7 @@
 #   make layers ARGS="--duration 5"   the main job: bench layers (ARGS=--wsgi adds bjoern)
 #   make test                         the whole test suite (what CI runs)
 #   make docs / make serve-docs       the tutorial site
+#   make lesson-results               regenerate the figures the pages include (lessons/results/)
 #   make workshop-check               a student's setup, no root needed (lessons/workshop.md)
 #   make wheelhouse / make venv OFFLINE=1   prepare, then install without network
 
@@ -16,7 +17,7 @@ CONSTRAINTS := constraints.txt
 PIP_PINS    := $(if $(wildcard $(CONSTRAINTS)),-c $(CONSTRAINTS))
 PIP_OFFLINE := $(if $(filter 1,$(OFFLINE)),--no-index --find-links wheelhouse)
 
-.PHONY: venv tools layers bench test lint docs serve-docs exercise clean
+.PHONY: venv tools layers bench test lint docs serve-docs exercise clean lesson-results
 .PHONY: workshop-check workshop-tools constraints wheelhouse
 
 $(STAMP): pyproject.toml $(wildcard $(CONSTRAINTS))
@@ -72,6 +73,28 @@ ifneq ($(filter load,$(ARGS)),)
 		|| echo "note: bjoern could not be installed: its rows will be skipped" >&2
 endif
 	$(VENV)/bin/bench $(ARGS)
+
+# The figures the pages include: every folder of lessons/results/ is written by one line below,
+# and its results.json records that line's command (tests/test_page_bench_commands.py checks
+# that they agree). About 50 minutes of load and every tool (h2load, redis-server, nginx and
+# haproxy, bjoern for
+# bench load's rows, cargo for the axum row); run it on a quiet machine before a release and
+# commit the folders. A reader's own runs, the pages' commands, write under results/ instead.
+lesson-results: $(STAMP) tools
+	@$(TOOLS) h2load redis-server nginx haproxy
+	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
+		|| echo "note: bjoern could not be installed: its rows will be skipped" >&2
+	$(VENV)/bin/bench layers --compare toy-raw,toy-h11,toy-httptools,uvicorn-h11 --output lessons/results/layers
+	$(VENV)/bin/bench profile --layer asgi --server uvicorn --duration 5 --no-html --output lessons/results/profile-asgi
+	$(VENV)/bin/bench profile --layer fastapi --server uvicorn --duration 5 --no-html --output lessons/results/profile-fastapi
+	$(VENV)/bin/bench layers --compare toy-anyio,toy-anyio-trio,toy-h11,uvicorn-h11 --compare-layers asgi --no-axum --no-bare --duration 5 --runs 3 --warmup 1 --output lessons/results/structured
+	$(VENV)/bin/bench h2 --duration 3 --runs 3 --warmup 1 --output lessons/results/h2
+	$(VENV)/bin/bench servers --duration 3 --runs 3 --warmup 1 --output lessons/results/servers
+	$(VENV)/bin/bench load --duration 3 --runs 3 --warmup 1 --output lessons/results/load
+	$(VENV)/bin/bench concurrency --slow 1 --output lessons/results/concurrency
+	$(VENV)/bin/bench workers --concurrency 1,10,40 --duration 3 --runs 3 --output lessons/results/workers
+	$(VENV)/bin/bench cluster --duration 5 --runs 3 --warmup 1 --output lessons/results/cluster
+	$(VENV)/bin/bench conformance --output lessons/results/conformance
 
 # The suite runs on two processes (pytest-xdist), one per core: every test uses its own
 # ephemeral ports and servers, and 2 workers halve the wall time on a 2-core machine.

@@ -27,8 +27,8 @@ client, so a row's µs added is what the hop costs that one core per request, th
 and the backends' extra work (a connection per request without keep-alive, the forwarding
 headers) together. The direct row's backend runs on the proxy's CPU.
 
-Left out: WebSocket through nginx (the toys' WebSocket support comes on its own branch), and
-backends in network namespaces with ``tc netem`` delays (the report says both).
+Left out: WebSocket through the proxies (not measured yet), and backends in network
+namespaces with ``tc netem`` delays (the report says both).
 """
 
 from __future__ import annotations

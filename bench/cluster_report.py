@@ -175,8 +175,8 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
                  "started again before it); rolling restarts run under POST and last as long "
                  "as the restart plus 1 s before and after")
     lines += provenance(data)
-    lines.append("left out: WebSocket through nginx (WebSocket is being built on another "
-                 "branch) and backends in network namespaces with tc netem delays (not built)")
+    lines.append("left out: WebSocket through the proxies (not measured yet) and backends in "
+                 "network namespaces with tc netem delays (not built)")
     return lines
 
 

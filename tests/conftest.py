@@ -1,5 +1,6 @@
 """Fixtures for the protocol tests of the toy servers (see tests/support/protocol_harness.py),
-and the order the suite runs in: the ``slow`` tests first."""
+the order the suite runs in (the ``slow`` tests first), and ``--own-server``
+(tests/support/own_server.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import pytest
 
 import bench  # noqa: F401  (registers bench's baselines in the registry: bare, bjoern, wsgiref)
 from tests.support.mock import FakeClockLoop
+from tests.support.own_server import add_option
 from tests.support.protocol_harness import PROTOCOLS, Harness, fake_loop_fixture, open_connection
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_option(parser)  # --own-server: the suites against a server of your own
 
 
 @pytest.fixture

@@ -10,7 +10,9 @@ Each server runs twice: cleartext with prior knowledge (``h2c``) and over TLS wi
 (``h2``). toy-h2 must pass every case in both. What a reference server fails is declared in
 ``DECLARED`` with the reason, as the conformance suite declares violations: each declared case
 is an ``xfail(strict=True)`` test, so a server that starts passing one shows, and any other
-failing case fails ``test_h2spec``.
+failing case fails ``test_h2spec``. With ``--own-server 'COMMAND {port}'`` h2spec runs once,
+over cleartext with prior knowledge, against the server that command starts
+(``tests/support/own_server.py``), with nothing declared.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 import pytest
 import trustme
 
+from tests.support.own_server import OWN, own_command, own_server
 from tests.support.running import HOST, running_server
 from toyservers.registry import available
 
@@ -108,7 +111,9 @@ def results(request: pytest.FixtureRequest, certificate: tuple[str, str],
         server, mode = key
         report = tmp_path_factory.mktemp(f"h2spec-{server}-{mode}") / "report.xml"
         tls = certificate if mode == "tls" else None
-        with running_server(server, app=APP, tls=tls) as running:
+        own = own_command(request.config)
+        with (own_server(own) if server == OWN and own else
+              running_server(server, app=APP, tls=tls)) as running:
             argv = [str(H2SPEC), "-h", HOST, "-p", str(running.port), "--strict",
                     "-o", str(CASE_TIMEOUT), "-j", str(report)] + (["-t", "-k"] if tls else [])
             done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT)
@@ -123,7 +128,20 @@ def results(request: pytest.FixtureRequest, certificate: tuple[str, str],
 RUNS = [(server, mode) for server in SERVERS for mode in MODES]
 
 
-@pytest.mark.parametrize("results", RUNS, ids=[f"{s}-{m}" for s, m in RUNS], indirect=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``test_h2spec`` runs once per (server, mode) in RUNS, or once against ``own`` over
+    cleartext with ``--own-server``, which leaves the declared failures of the reference
+    servers out (tests/support/own_server.py)."""
+    own = own_command(metafunc.config) is not None
+    if metafunc.function is test_h2spec:
+        runs = [(OWN, "h2c")] if own else RUNS
+        metafunc.parametrize("results", runs, ids=[f"{s}-{m}" for s, m in runs],
+                             indirect=True)
+    elif metafunc.function is test_h2spec_declared_failure:
+        metafunc.parametrize(("results", "case_id"), [] if own else DECLARED_CASES,
+                             indirect=["results"])
+
+
 def test_h2spec(results: dict[str, str | None], request: pytest.FixtureRequest) -> None:
     """Every case of the three sections passes, except the ones declared for this server."""
     server, mode = request.node.callspec.params["results"]
@@ -142,7 +160,6 @@ DECLARED_CASES = [pytest.param((server, mode), case_id, id=f"{server}-{mode}-{ca
                   for case_id, why in cases.items()]
 
 
-@pytest.mark.parametrize(("results", "case_id"), DECLARED_CASES, indirect=["results"])
 def test_h2spec_declared_failure(results: dict[str, str | None], case_id: str) -> None:
     """A case a reference server is declared to fail: xfail while it does (see DECLARED)."""
     assert case_id in results, f"h2spec has no case {case_id}"

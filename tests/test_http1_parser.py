@@ -131,7 +131,7 @@ def test_take_head_cuts_a_whole_head_and_checks_an_unfinished_one() -> None:
 
 
 def framing(version: str, *fields: tuple[bytes, bytes]) -> tuple[int | None, bool, bool, bool]:
-    return body_framing(version, [(b"host", b"x"), *fields])
+    return body_framing(version, [(b"host", b"x"), *fields])[:4]
 
 
 def test_framing_content_length_chunked_keep_alive_and_expect() -> None:
@@ -144,7 +144,16 @@ def test_framing_content_length_chunked_keep_alive_and_expect() -> None:
     assert framing("1.0", (b"connection", b"keep-alive")) == (None, False, True, False)
     assert framing("1.1", (b"expect", b"100-Continue"))[3] is True
     assert framing("1.0", (b"expect", b"100-continue"))[3] is False
-    assert body_framing("1.0", []) == (None, False, False, False)
+    assert body_framing("1.0", []) == (None, False, False, False, b"")
+
+
+def test_framing_gives_the_upgrade_field_of_1_1_requests_only() -> None:
+    """RFC 9110 §7.8: several Upgrade lines are one list; "A server MUST ignore an Upgrade
+    header field that is received in an HTTP/1.0 request"."""
+    fields = [(b"host", b"x"), (b"upgrade", b"websocket"), (b"upgrade", b"h2c")]
+    assert body_framing("1.1", fields)[4] == b"websocket,h2c"
+    assert body_framing("1.0", fields)[4] == b""
+    assert body_framing("1.1", fields[:1])[4] == b""
 
 
 @pytest.mark.parametrize(("fields", "status"), [

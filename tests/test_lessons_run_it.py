@@ -129,7 +129,8 @@ def test_lesson4_scripts_print_what_the_page_shows(title: str) -> None:
 
 
 @pytest.mark.parametrize("title", ["Step 2: h11 on a blocking socket",
-                                   "Step 2b: the loop inside out"])
+                                   "Step 2b: the loop inside out",
+                                   "Step 2c: a deadline, a limit, flow control"])
 def test_lesson4_step_servers(title: str) -> None:
     check_server_section(PAGE_4, title)
 
@@ -175,6 +176,10 @@ def test_lesson5_step2b_commands_and_highlights() -> None:
     code = ROOT / "lessons" / "code"
     assert match.group(1) == changed_lines(code / "04-sans-io" / "step2b_asyncio.py",
                                            code / "05-speed" / "step2b_asgi.py")
+
+
+def test_lesson5_step2c_commands() -> None:
+    check_server_section(PAGE_5, "Step 2c: what llhttp does not bound")
 
 
 def test_lesson5_run_it() -> None:
@@ -250,6 +255,35 @@ def test_the_largest_steps_are_what_lesson_6_says() -> None:
     assert fastapi == max(v for v in in_stack if v is not None)
     assert fastapi > starlette > asgi_us
     assert added[("asgi", "bare")] < starlette  # the first interface, cheap in µs
+
+
+def test_lesson6_arithmetic_with_a_1_ms_query_is_the_committed_tables() -> None:
+    """"What this experiment leaves out" works out each row with a 1 ms query behind it: the
+    wait caps it at connections / (1 ms + t), the core at 1 / t (its RPS). Every figure that
+    paragraph prints is recomputed here from the committed results.json, in its words."""
+    data = json.loads((LESSONS / "results" / "layers" / "results.json").read_text())
+    connections = data["settings"]["connections"]
+    rows = {(r["layer"], r["server"]): r["rps_median"] for r in data["rows"] if r["rps_median"]}
+    cap = {key: connections / (1e-3 + 1 / rps) for key, rps in rows.items()}
+    waits = [key for key in rows if rows[key] > cap[key]]  # the wait is the tighter limit
+    cpu_bound = sorted(rows[key] for key in rows if key not in waits)
+    fastapi = rows[("fastapi", "uvicorn")]
+
+    def k(value: float) -> str:
+        return f"{value / 1000:.1f}k"
+
+    text = " ".join(section(PAGE_6, "What this experiment leaves out").split())
+    assert connections == 10 and "the 10 connections each wait 1 ms + t" in text
+    assert (f"runs from {k(max(cap.values()))} requests per second (axum) to "
+            f"{k(min(cap.values()))} (FastAPI)") in text
+    assert max(cap, key=cap.__getitem__) == ("axum", "axum")
+    assert min(cap, key=cap.__getitem__) == ("fastapi", "uvicorn")
+    assert ("starlette", "uvicorn") in waits and ("fastapi", "uvicorn") not in waits
+    assert f"between {k(min(cap[w] for w in waits))} and {k(max(cap[w] for w in waits))}" in text
+    assert f"FastAPI's core limit, {k(fastapi)}, is below its wait cap" in text
+    others = [k(rps) for rps in cpu_bound if rps != fastapi]
+    assert f"the two h11 rows ({others[0]} and {others[1]})" in text, others
+    assert {key[1] for key in rows if key not in waits} == {"toy-h11", "uvicorn-h11", "uvicorn"}
 
 
 def test_index_commands() -> None:

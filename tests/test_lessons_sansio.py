@@ -6,6 +6,9 @@
 - ``lessons/diagrams/h11-server-states.md`` must be what ``state_diagram.py`` generates from
   h11's tables today, and the moves it adds from h11's code (not its tables) must be what a
   live ``h11.Connection`` does.
+- The ramp: each lesson's step 2c puts back a deadline, a limit and flow control. Each comes
+  with the hostile client that motivates it (``tests/support/hostile_clients.py``), run against
+  step 2b, which it defeats, and step 2c, which bounds it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pytest
 from h11 import _state
 
 from apps.user import SAMPLE_BODY
+from tests.support.hostile_clients import load, stall, trickle, unread_download
 from tests.test_lessons import (
     CODE,
     ROOT,
@@ -102,6 +106,82 @@ def test_sansio_step2b_asyncio_h11_server_keeps_alive_pipelines_and_refuses() ->
             half.sendall(post[:20])
             answer = httpx.post(server.url + "/", content=body, timeout=TIMEOUT)
             assert answer.status_code == 200
+
+
+# --- the ramp: step 2c bounds what step 2b leaves open ------------------------------------------
+
+#: Short bounds for the step 2c servers, so the hostile clients wait seconds, not minutes.
+BOUNDED = {"REQUEST_SECONDS": "1", "KEEP_ALIVE_SECONDS": "1"}
+#: How long a hostile client waits on a step 2b server to see that nothing bounds it, seconds:
+#: past step 2c's 1-second deadline with room to spare.
+UNBOUNDED_WAIT = 2.0
+#: How long a hostile client waits for step 2c's answer, seconds: it stops at the answer, so
+#: only a loaded machine spends more than the 1-second deadline.
+ANSWER_WAIT = 5.0
+HALF_HEAD = b"GET / HTTP/1.1\r\nHost: x\r\nX-Trickle: "  # a head that is never finished
+RAMP = [("04-sans-io", "step2b_asyncio.py", "step2c_bounded.py"),
+        ("05-speed", "step2b_asgi.py", "step2c_bounded.py")]
+
+
+@pytest.mark.parametrize(("lesson", "before", "after"), RAMP, ids=["lesson4", "lesson5"])
+def test_step2c_answers_a_stalled_or_trickled_head_with_408(lesson: str, before: str,
+                                                           after: str) -> None:
+    """Slowloris: step 2b waits for ever on a half-sent head, and bytes sent one by one keep it
+    waiting; step 2c's deadline runs from the first byte, whatever comes after it."""
+    with step(f"{lesson}/{before}") as server:
+        outcome = stall((server.host, server.port), HALF_HEAD, UNBOUNDED_WAIT)
+        assert (outcome.data, outcome.closed) == (b"", False)
+    with step(f"{lesson}/{after}", env=BOUNDED) as server:
+        address = (server.host, server.port)
+        assert stall(address, HALF_HEAD, ANSWER_WAIT).status == 408
+        trickled = trickle(address, HALF_HEAD + b"v" * 100, 0.1, ANSWER_WAIT)
+        assert trickled.status == 408 and trickled.closed
+        silent = stall(address, b"", ANSWER_WAIT)  # idle: closed without a word
+        assert (silent.data, silent.closed) == (b"", True)
+
+
+def test_lesson4_step2c_refuses_a_body_past_its_limit_before_reading_it() -> None:
+    """Step 2b reads any body it is announced; step 2c answers 413 to the head alone."""
+    huge = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (1 << 40)
+    with step("04-sans-io/step2b_asyncio.py") as server:
+        outcome = stall((server.host, server.port), huge + b"x" * 100_000, UNBOUNDED_WAIT)
+        assert (outcome.data, outcome.closed) == (b"", False)  # still reading the terabyte
+    with step("04-sans-io/step2c_bounded.py", env={"MAX_BODY": "1000"}) as server:
+        outcome = stall((server.host, server.port), huge, ANSWER_WAIT)
+        assert outcome.status == 413 and outcome.closed
+        chunked = (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   b"800\r\n" + b"x" * 2048 + b"\r\n")  # no length announced: counted
+        assert stall((server.host, server.port), chunked, ANSWER_WAIT).status == 413
+        assert httpx.post(server.url + "/", content=SAMPLE_BODY,
+                          timeout=TIMEOUT).status_code == 200
+
+
+def test_lesson5_step2c_refuses_a_head_past_its_limit() -> None:
+    """llhttp has no limit on a head: step 2b keeps taking fields; step 2c answers 431."""
+    fields = b"".join(b"X-Field-%d: %s\r\n" % (i, b"v" * 100) for i in range(400))  # 43 KB
+    with step("05-speed/step2b_asgi.py") as server:
+        flood = HALF_HEAD + b"v\r\n" + fields * 20
+        outcome = stall((server.host, server.port), flood, UNBOUNDED_WAIT)
+        assert (outcome.data, outcome.closed) == (b"", False)  # 870 KB in, and waiting
+    with step("05-speed/step2c_bounded.py") as server:  # MAX_HEAD: 16 KiB
+        outcome = stall((server.host, server.port), HALF_HEAD + b"v\r\n" + fields, ANSWER_WAIT)
+        assert outcome.status == 431 and outcome.closed
+        assert httpx.post(server.url + "/", content=SAMPLE_BODY,
+                          timeout=TIMEOUT).status_code == 200
+
+
+@pytest.mark.parametrize(("lesson", "before", "after"), RAMP, ids=["lesson4", "lesson5"])
+def test_step2c_send_waits_for_a_client_that_reads_nothing(lesson: str, before: str,
+                                                          after: str) -> None:
+    """A 32 MiB response to a client that reads nothing: step 2b's app sends it all at once,
+    into the server's memory; step 2c's waits, its buffer held near the 64 KiB high-water mark
+    (the rest sits in the kernel's socket buffers, a few MiB at most on Linux)."""
+    chunks = 512  # of 64 KiB
+    name = "H11Protocol" if lesson == "04-sans-io" else "HttpToolsProtocol"
+    unbounded = unread_download(getattr(load(CODE / lesson / before), name), chunks)
+    assert unbounded.sent == chunks and unbounded.peak_buffer > 16 << 20, unbounded
+    bounded = unread_download(getattr(load(CODE / lesson / after), name), chunks)
+    assert bounded.sent < chunks // 4 and bounded.peak_buffer <= 256 << 10, bounded
 
 
 def test_sansio_step3_runs_toy_h11_on_the_user_endpoint() -> None:

@@ -8,6 +8,9 @@
   (or the new) client's answer is complete, is the slow answer already in our socket buffer,
   or the idle connection already closed? That cannot race (see
   ``tests.test_lessons.slow_state_when_fast_is_done``).
+- The ramp: step 3b puts back a deadline, a limit and flow control's bound, each with the
+  hostile client that motivates it (``tests/support/hostile_clients.py``), run against step 3,
+  which it defeats, and step 3b, which bounds it.
 - The commands of the page's "Run it" section, and the toy-wsgi command, are cut out of
   ``lessons/07-wsgi-server.md`` and run with the port and ``.venv/bin/`` swapped for this
   test's (``tests.support.pages``): the page cannot print a command that no longer works.
@@ -17,15 +20,18 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 
 import httpx
 import pytest
 
 from apps.user import SAMPLE_BODY
-from bench.process import ServerProcess
+from bench.process import ServerProcess, free_port
 from tests.support import pages
+from tests.support.hostile_clients import SMALL_BUFFER, stall, trickle
 from tests.support.pages import blocks, run_tab, started
 from tests.test_lessons import (
     LESSONS,
@@ -136,6 +142,71 @@ def test_step3_closes_an_idle_connection_after_its_deadline() -> None:
             assert sock.recv(65536) == b""  # closed by the main thread, not a pool thread
 
 
+# --- the ramp: step 3b bounds what step 3 leaves open ------------------------------------------
+
+#: How long a hostile client waits on step 3 to see that nothing bounds it, seconds: past step
+#: 3b's 1-second bounds with room to spare, well short of step 3's 10-second socket timeout.
+UNBOUNDED_WAIT = 2.5
+BOUNDED = {"REQUEST_SECONDS": "1", "SEND_SECONDS": "1"}
+ANSWER_WAIT = 5.0  # seconds a client waits for step 3b's answer (it stops at the answer)
+
+
+@contextmanager
+def step3_with_big(env: dict[str, str]) -> Iterator[ServerProcess]:
+    """Step 3's server with step 3b's app (step 1's, plus ``/big``): step 3 itself has no
+    response large enough to outlast the kernel's buffers."""
+    port = free_port()
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import step3_selector, step3b_bounded;"
+            " step3_selector.serve(step3b_bounded.app, int(sys.argv[2]))")
+    argv = [sys.executable, "-c", code, str(ROOT / "lessons" / "code" / STEPS), str(port)]
+    with ServerProcess(argv, port=port, cwd=ROOT, env=env) as server:
+        yield server
+
+
+def test_step3b_answers_a_trickled_request_with_408() -> None:
+    """Slowloris: step 3's socket timeout starts again at every byte, so a byte now and then
+    holds a pool thread for ever; step 3b's deadline runs from the request's first byte."""
+    request = b"GET / HTTP/1.1\r\nHost: x\r\nX-Trickle: " + b"v" * 100
+    with step(f"{STEPS}/step3_selector.py") as server:
+        outcome = trickle((server.host, server.port), request, 0.2, UNBOUNDED_WAIT)
+        assert (outcome.data, outcome.closed) == (b"", False)
+    with step(f"{STEPS}/step3b_bounded.py", env=BOUNDED) as server:
+        outcome = trickle((server.host, server.port), request, 0.2, ANSWER_WAIT)
+        assert outcome.status == 408 and outcome.closed
+
+
+def test_step3b_refuses_a_body_past_its_limit_before_reading_it() -> None:
+    huge = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (1 << 40)
+    with step(f"{STEPS}/step3_selector.py") as server:
+        outcome = stall((server.host, server.port), huge + b"x" * 100_000, UNBOUNDED_WAIT)
+        assert (outcome.data, outcome.closed) == (b"", False)  # still reading the terabyte
+    with step(f"{STEPS}/step3b_bounded.py") as server:  # MAX_BODY: 1 MiB
+        outcome = stall((server.host, server.port), huge, ANSWER_WAIT)
+        assert outcome.status == 413 and outcome.closed
+        answer = httpx.post(f"{server.url}/echo", content=b"x" * 1000, timeout=TIMEOUT)
+        assert answer.text == "POST /echo: 1000 body bytes\n"
+
+
+def test_step3b_drops_a_client_that_stops_reading() -> None:
+    """One thread; a client asks for 64 MiB and reads nothing. Step 3's thread waits in
+    ``sendall`` for its whole 10-second timeout, and the next client with it; step 3b gives
+    each piece SEND_SECONDS, drops the stalled client and answers the next."""
+    def next_client_while_one_stalls(server: ServerProcess, wait: float) -> int | None:
+        with socket.socket() as stalled:
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_BUFFER)
+            stalled.connect((server.host, server.port))
+            stalled.sendall(b"GET /big?mib=64 HTTP/1.1\r\nHost: x\r\n\r\n")
+            return stall((server.host, server.port),
+                         b"GET /fast HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                         wait).status
+
+    with step3_with_big({"THREADS": "1"}) as server:
+        assert next_client_while_one_stalls(server, UNBOUNDED_WAIT) is None  # its one thread
+    with step(f"{STEPS}/step3b_bounded.py", env={"THREADS": "1", **BOUNDED}) as server:
+        assert next_client_while_one_stalls(server, ANSWER_WAIT) == 200
+        assert len(httpx.get(f"{server.url}/big?mib=8", timeout=TIMEOUT).content) == 8 << 20
+
+
 def test_step4_toy_wsgi_runs_flask_unchanged() -> None:
     with step(f"{STEPS}/step4_toy_wsgi.py") as server, \
             httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
@@ -237,6 +308,11 @@ def test_run_it_commands_run_as_printed() -> None:
         assert "POST /echo: 5 body bytes" in out
         assert out.rstrip().endswith("GET /next: 0 body bytes")
         assert out.count("HTTP/1.1 200 OK") == 2
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_step3b_commands_run_as_printed() -> None:
+    pages.check_server_section(PAGE, "Step 3b: a deadline, a limit, and a bound on a stalled send")
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")

@@ -17,9 +17,13 @@ checkout; ``make bench`` lines run from the repository's root, through make as p
 ``--output`` into the test's folder added to ``ARGS``. Commands that differ only in their time
 options and output folder run once (through make where a page prints it so).
 
-The full-length runs are the committed results the pages include: a printed command with
-``--output lessons/results/...`` must be the very command that folder's ``results.json``
-records, so a page cannot show figures from a command other than the one it prints.
+The full-length runs are the committed results the pages include, and no page prints them:
+``make lesson-results`` writes every folder of ``lessons/results/``, one Makefile line each,
+and each folder's ``results.json`` must record that line's command, so a page cannot show
+figures that line did not write. Those lines run here shortened too. A page's commands write
+under ``results/`` (a reader's run never overwrites what a page includes), and a "Measure it"
+section takes under a minute of load as printed: checked here from the rows each shortened
+run measured and the time options the page prints (or the defaults).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import typer.main
 
 from bench.cli import app
 from bench.native import ensure_axum, find_cargo
-from tests.support.pages import BIN, ROOT, blocks
+from tests.support.pages import BIN, ROOT, blocks, section
 
 LESSONS = ROOT / "lessons"
 #: The options every subcommand with a duration takes, at their least: click keeps the last.
@@ -56,6 +60,9 @@ TIME_OPTIONS = {
     "profile": ("--duration",),
     "conformance": (),
 }
+#: A "Measure it" section's bench commands, all together, take at most this much load, seconds:
+#: rows x (warm-up + runs x duration), with the options as printed.
+MEASURE_IT_SECONDS = 60
 #: The tools a subcommand drives (make test installs them all).
 TOOLS = {"layers": ("wrk",), "servers": ("wrk", "redis-server"), "load": ("wrk",),
          "workers": ("wrk",), "h2": ("wrk", "h2load"), "cluster": ("wrk", "nginx", "haproxy"),
@@ -67,16 +74,18 @@ class PageCommand:
     """One ``bench`` command as a page prints it.
 
     Attributes:
-        page: the page's file name.
+        page: the page's file name (``Makefile`` for ``make lesson-results``' lines).
         text: the command, continuation lines joined, comment cut.
         via_make: printed as ``make bench ARGS="..."`` rather than ``.venv/bin/bench ...``.
         args: the arguments after ``bench`` (for make: the words of ``ARGS``).
+        section: the title of the ``##`` section that prints it ("" for prose mentions).
     """
 
     page: str
     text: str
     via_make: bool
     args: tuple[str, ...]
+    section: str = ""
 
     @property
     def subcommand(self) -> str:
@@ -103,7 +112,27 @@ class PageCommand:
         return [*self.args, *extra]
 
 
-def parse(page: str, line: str) -> PageCommand | None:
+def option(self: PageCommand, name: str) -> int:
+    """The value of time option ``name`` (``--duration``...) as printed, or its default; the
+    last one printed wins, as in click."""
+    value = None
+    for word, following in zip(self.args, self.args[1:], strict=False):
+        if word == name:
+            value = following
+    if value is None:
+        command = GROUP.commands[self.subcommand]
+        value = next(p.default for p in command.params if p.opts[0] == name)
+    return int(value)  # type: ignore[arg-type]
+
+
+def load_seconds(command: PageCommand, rows: int) -> int:
+    """Seconds of load ``command`` puts on ``rows`` rows as printed: each row's warm-up, then
+    every run (the interleaved rounds run each row once per run)."""
+    return rows * (option(command, "--warmup") + option(command, "--runs")
+                   * option(command, "--duration"))
+
+
+def parse(page: str, line: str, section: str = "") -> PageCommand | None:
     """The command on ``line``, or None when the line is no ``bench`` command (or elides its
     arguments with ``...``, as prose does: ``make bench ARGS="servers ..."``). Prose that
     names a command without its path (``bench servers --endpoints longbody``) counts as the
@@ -111,11 +140,11 @@ def parse(page: str, line: str) -> PageCommand | None:
     line = line.split(" #", 1)[0].strip()
     if "..." in line:
         return None
-    if line.startswith(("bench ", ".venv/bin/bench ")):
-        return PageCommand(page, line, False, tuple(shlex.split(line)[1:]))
+    if line.startswith(("bench ", ".venv/bin/bench ", "$(VENV)/bin/bench ")):
+        return PageCommand(page, line, False, tuple(shlex.split(line)[1:]), section)
     match = re.fullmatch(r'make bench ARGS="([^"]+)"', line)
     if match:
-        return PageCommand(page, line, True, tuple(shlex.split(match.group(1))))
+        return PageCommand(page, line, True, tuple(shlex.split(match.group(1))), section)
     return None
 
 
@@ -129,11 +158,23 @@ def page_commands(prose: bool = False) -> list[PageCommand]:
         text = page.read_text()
         assert not re.search(r"^ *```(bash|shell|console)\b", text, re.MULTILINE), (
             f"{page.name}: commands go in ```sh blocks, the ones the tests read")
-        lines = [line for block in blocks(text, "sh")
-                 for line in block.replace("\\\n", " ").splitlines()]
-        lines += re.findall(rf"`((?:{start}) [a-z][^`]*)`", text)
-        found += [c for c in (parse(page.name, line) for line in lines) if c is not None]
+        parts = re.split(r"^## (.+)\n", text, flags=re.M)
+        for title, body in zip(["", *parts[1::2]], parts[::2], strict=True):
+            lines = [line for block in blocks(body, "sh")
+                     for line in block.replace("\\\n", " ").splitlines()]
+            found += [c for c in (parse(page.name, line, title) for line in lines) if c]
+        spans = re.findall(rf"`((?:{start}) [a-z][^`]*)`", text)
+        found += [c for c in (parse(page.name, line) for line in spans) if c is not None]
     return found
+
+
+def lesson_results() -> list[PageCommand]:
+    """The bench lines of the Makefile's ``lesson-results`` target, which writes
+    ``lessons/results/``."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\nlesson-results:", 1)[1].split("\n\n", 1)[0]
+    lines = [line.strip() for line in recipe.splitlines()[1:]]
+    return [c for c in (parse("Makefile", line) for line in lines) if c is not None]
 
 
 def distinct(commands: list[PageCommand]) -> list[PageCommand]:
@@ -146,10 +187,14 @@ def distinct(commands: list[PageCommand]) -> list[PageCommand]:
     return sorted(seen.values(), key=commands.index)
 
 
-#: The pages' commands, read once: those printed as commands, and with the prose mentions.
+#: The pages' commands, read once: those printed as commands, and with the prose mentions;
+#: then the lines that write the committed results.
 COMMANDS = page_commands()
 MENTIONED = page_commands(prose=True)
-DISTINCT = distinct(COMMANDS)
+COMMITTED = lesson_results()
+#: ``bench conformance`` over every server is the conformance suite itself, which ``make test``
+#: runs; its shortened form is the pages' ``--servers`` runs.
+DISTINCT = distinct([*COMMANDS, *(c for c in COMMITTED if c.subcommand != "conformance")])
 #: The CLI as click sees it, with a subcommand per experiment.
 GROUP = typer.main.get_command(app)
 
@@ -176,20 +221,39 @@ def test_every_bench_command_parses_as_printed(command: PageCommand) -> None:
         assert exc.exit_code == 0 and "--help" in command.args, command.text
 
 
-COMMITTED = [c for c in COMMANDS if "--output" in c.args
-             and c.args[c.args.index("--output") + 1].startswith("lessons/results/")]
+def output_of(command: PageCommand) -> str | None:
+    """Where ``command`` writes (its ``--output``), None for bench's default, ``results/``."""
+    return command.args[command.args.index("--output") + 1] if "--output" in command.args else None
 
 
-def test_some_pages_print_the_commands_of_their_committed_results() -> None:
-    assert {c.subcommand for c in COMMITTED} >= {"layers", "profile", "servers", "load",
-                                                 "concurrency", "workers"}
+def test_make_lesson_results_writes_every_committed_folder() -> None:
+    folders = sorted(p.name for p in (ROOT / "lessons" / "results").iterdir()
+                     if p.is_dir() and any(p.glob("*.json")) and p.name != "published")
+    written = sorted(Path(output_of(c) or "").name for c in COMMITTED)
+    assert written == folders, (written, folders)
+    assert all(output_of(c) == f"lessons/results/{Path(output_of(c) or '').name}"
+               for c in COMMITTED)
 
 
-@pytest.mark.parametrize("command", COMMITTED, ids=lambda c: f"{c.page}:{c.text}")
-def test_committed_results_were_written_by_the_printed_command(command: PageCommand) -> None:
-    folder = ROOT / command.args[command.args.index("--output") + 1]
+@pytest.mark.parametrize("command", [c for c in COMMITTED if c.subcommand != "conformance"],
+                         ids=lambda c: c.text)
+def test_committed_results_were_written_by_make_lesson_results(command: PageCommand) -> None:
+    folder = ROOT / (output_of(command) or "")
     recorded = json.loads((folder / "results.json").read_text())["command"]
     assert recorded[0] == "bench" and recorded[1:] == list(command.args), recorded
+
+
+@pytest.mark.parametrize("command", MENTIONED, ids=lambda c: f"{c.page}:{c.text}")
+def test_a_readers_run_never_overwrites_what_a_page_includes(command: PageCommand) -> None:
+    """The committed figures change only through ``make lesson-results``: a command a page
+    prints writes under ``results/`` (bench's default), never into ``lessons/``."""
+    assert not (output_of(command) or "").startswith("lessons/"), command.text
+
+
+def test_every_measure_it_section_prints_bench_commands() -> None:
+    measure_it = {c.page for c in COMMANDS if c.section == "Measure it"}
+    pages = {p.name for p in LESSONS.glob("[01]*.md")}
+    assert measure_it == pages, pages - measure_it
 
 
 def written(folder: Path) -> dict[str, Any]:
@@ -252,4 +316,32 @@ def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Pat
     assert result.returncode == 0, (shlex.join(argv), result.stdout[-3000:],
                                     result.stderr[-3000:])
     assert "wrote " in result.stdout, result.stdout[-3000:]
-    check_report(command, written(out))
+    data = written(out)
+    check_report(command, data)
+    check_measure_it_time(command, data)
+
+
+def check_measure_it_time(command: PageCommand, data: dict[str, Any]) -> None:
+    """Every "Measure it" command with ``command``'s key takes its share of a minute of load
+    as printed: :data:`MEASURE_IT_SECONDS` over the number of bench commands its section
+    prints, from the rows this shortened run measured (skipped ones included: on a machine
+    with bjoern they run)."""
+    if command.subcommand not in ("layers", "servers", "load", "workers", "h2"):
+        return  # concurrency and profile have no runs x duration (and no Measure it)
+    rows = len(data["rows"])
+    for printed in COMMANDS:
+        if printed.section != "Measure it" or printed.key() != command.key():
+            continue
+        share = MEASURE_IT_SECONDS / sum(1 for c in COMMANDS if c.page == printed.page
+                                         and c.section == "Measure it")
+        seconds = load_seconds(printed, rows)
+        assert seconds <= share, (
+            f"{printed.page}: {printed.text} puts {seconds} s of load on {rows} rows; a "
+            f"Measure it section takes under {MEASURE_IT_SECONDS} s, {share:g} s for this one")
+        # what the section says of its one command: "45 seconds of load", "9 rows"
+        if share == MEASURE_IT_SECONDS:
+            text = " ".join(section(LESSONS / printed.page, "Measure it").split())
+            for said in re.findall(r"(\d+) seconds of load", text):
+                assert int(said) == seconds, f"{printed.page} says {said} s, it is {seconds}"
+            for said in re.findall(r"(\d+) rows", text)[:1]:
+                assert int(said) == rows, f"{printed.page} says {said} rows, it is {rows}"

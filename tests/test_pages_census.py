@@ -52,6 +52,8 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
     ("04-sans-io.md", "Step 2: h11 on a blocking socket"):
         [f"{RUN_IT}::test_lesson4_step_servers"],
     ("04-sans-io.md", "Step 2b: the loop inside out"): [f"{RUN_IT}::test_lesson4_step_servers"],
+    ("04-sans-io.md", "Step 2c: a deadline, a limit, flow control"):
+        [f"{RUN_IT}::test_lesson4_step_servers"],
     ("04-sans-io.md", "Run it"): [f"{RUN_IT}::test_lesson4_run_it"],
     ("05-speed.md", "Step 1: the parser calls you"):
         [f"{RUN_IT}::test_lesson5_step1_prints_what_the_page_shows"],
@@ -59,12 +61,16 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
         [f"{RUN_IT}::test_lesson5_step2_on_either_loop"],
     ("05-speed.md", "Step 2b: lesson 4's server on llhttp"):
         [f"{RUN_IT}::test_lesson5_step2b_commands_and_highlights"],
+    ("05-speed.md", "Step 2c: what llhttp does not bound"):
+        [f"{RUN_IT}::test_lesson5_step2c_commands"],
     ("05-speed.md", "Run it"): [f"{RUN_IT}::test_lesson5_run_it"],
     ("05-speed.md", "The bare baseline: the price of correctness"):
         [f"{RUN_IT}::test_lesson5_bare_commands"],
     ("06-cost-of-layers.md", "Run it"): [f"{RUN_IT}::test_lesson6_run_it"],
     ("06-cost-of-layers.md", "Exercises"):
         [f"{RUN_IT}::test_lesson6_exercise_command_runs_as_printed_with_the_solution"],
+    ("07-wsgi-server.md", "Step 3b: a deadline, a limit, and a bound on a stalled send"):
+        ["test_lessons_wsgi_server.py::test_step3b_commands_run_as_printed"],
     ("07-wsgi-server.md", "toy-wsgi: the same design, grown up"):
         ["test_lessons_wsgi_server.py::test_toy_wsgi_commands_run_as_printed"],
     ("07-wsgi-server.md", "Run it"):
@@ -76,6 +82,8 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
          "test_lessons_workers.py::test_run_it_signal_commands_run_as_printed_one_line_at_a_time"],
     ("09-structured-concurrency.md", "Run it"):
         ["test_lessons_structured.py::test_run_it_commands_run_as_printed"],
+    ("10-http2.md", "Step 2: a deadline, a limit, flow control"):
+        ["test_lessons_h2.py::test_step2_commands_run_as_printed"],
     ("10-http2.md", "Run it"): ["test_lessons_h2.py::test_run_it_commands_run_as_printed"],
     ("11-servers-under-load.md", "Run it"):
         ["test_lessons_servers.py::test_run_it_commands_run_as_printed"],
@@ -89,6 +97,21 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
         ["test_lessons_proxy.py::test_run_it_commands_run_as_printed"],
     ("14-behind-a-proxy.md", "Where 502 and 504 come from"):
         ["test_lessons_proxy.py::test_the_timeouts_command_prints_what_the_page_shows"],
+    ("hardening.md", "Every limit and deadline"):
+        ["test_page_hardening.py::test_limits_table_is_what_the_code_says"],
+    ("hardening.md", "WSGI's header map: `_` poses as `-`"):
+        ["test_page_hardening.py::test_header_map_command_runs_as_printed"],
+    ("hardening.md", "Request smuggling: one CL.TE, worked"):
+        ["test_page_hardening.py::test_smuggling_commands_run_as_printed"],
+    ("test-your-own-server.md", "The hostile corpus"):
+        ["test_page_own_server.py::test_hostile_corpus_commands_run_as_printed",
+         "test_page_own_server.py::test_fix_one_changes_the_outcomes_the_page_names"],
+    ("test-your-own-server.md", "Fix one"):
+        ["test_page_own_server.py::test_fix_one_changes_the_outcomes_the_page_names"],
+    ("test-your-own-server.md", "The conformance suite"):
+        ["test_page_own_server.py::test_conformance_suite_command_runs_as_printed"],
+    ("test-your-own-server.md", "h2spec"):
+        ["test_page_own_server.py::test_h2spec_commands_run_as_printed"],
     ("index.md", "How to run the code"):
         [f"{RUN_IT}::test_index_commands", f"{RUN_IT}::test_index_make_commands_run_as_printed"],
     ("workshop.md", "Setup, for every student (no root)"):

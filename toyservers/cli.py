@@ -140,6 +140,20 @@ def configure_logging(level: str, access_log: bool) -> None:
                    "$FORWARDED_ALLOW_IPS, else 127.0.0.1].")
 @click.option("--proxy-protocol", is_flag=True,
               help="Read a PROXY protocol header (v1/v2) from --forwarded-allow-ips first.")
+@click.option("--ws", type=click.Choice(["auto", "none", "toyservers", "wsproto"]),
+              default="auto", show_default=True,
+              help="WebSocket implementation: the server's own (auto), none (plain HTTP), the "
+                   "project's RFC 6455 module (toyservers), or wsproto.")
+@click.option("--ws-max-size", default=16 * 1024 * 1024, show_default=True,
+              type=click.IntRange(min=1), help="Largest WebSocket message, bytes.")
+@click.option("--ws-max-queue", default=32, show_default=True, type=click.IntRange(min=1),
+              help="Most WebSocket messages waiting for the app before reading pauses.")
+@click.option("--ws-ping-interval", default=20.0, show_default=True, type=float,
+              help="Seconds between WebSocket keepalive pings (0: none).")
+@click.option("--ws-ping-timeout", default=20.0, show_default=True, type=float,
+              help="Seconds a keepalive ping waits for its pong before closing with 1011.")
+@click.option("--ws-per-message-deflate", default=True, show_default=True, type=bool,
+              help="Offer WebSocket permessage-deflate compression.")
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
               help="Log one line per request.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
@@ -166,7 +180,9 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
          timeout_keep_alive: float, timeout_graceful_shutdown: float,
          limit_concurrency: int | None, backlog: int, root_path: str,
          ssl_keyfile: str | None, ssl_certfile: str | None, proxy_headers: bool,
-         forwarded_allow_ips: str | None, proxy_protocol: bool, access_log: bool,
+         forwarded_allow_ips: str | None, proxy_protocol: bool, ws: str, ws_max_size: int,
+         ws_max_queue: int, ws_ping_interval: float, ws_ping_timeout: float,
+         ws_per_message_deflate: bool, access_log: bool,
          log_level: str, workers: int, reuse_port: bool, timeout: float, max_requests: int,
          max_requests_jitter: int, preload: bool, max_workers: int | None,
          app_dir: str) -> None:
@@ -212,7 +228,9 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
         forwarded_allow_ips=forwarded_allow_ips, proxy_protocol=proxy_protocol,
         access_log=access_log, log_level=log_level,
         worker_class=worker_class, threads=threads,  # type: ignore[arg-type]
-        workers=workers,
+        workers=workers, ws=ws,  # type: ignore[arg-type]
+        ws_max_size=ws_max_size, ws_max_queue=ws_max_queue, ws_ping_interval=ws_ping_interval,
+        ws_ping_timeout=ws_ping_timeout, ws_per_message_deflate=ws_per_message_deflate,
     )
     if workers > 1 and not SERVERS[server].multiprocess:
         raise click.UsageError(f"{server} runs one process only: {SERVERS[server].one_process}")

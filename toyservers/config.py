@@ -14,6 +14,7 @@ from typing import Literal
 LoopName = Literal["auto", "asyncio", "uvloop"]
 LifespanMode = Literal["auto", "on", "off"]
 WorkerClass = Literal["sync", "gthread"]
+WSName = Literal["auto", "none", "toyservers", "wsproto"]
 
 
 @dataclass
@@ -58,6 +59,17 @@ class Config:
             None: ``FORWARDED_ALLOW_IPS`` when set, else ``127.0.0.1`` (uvicorn's default).
         proxy_protocol: read a PROXY protocol header (v1 or v2) before HTTP, from the
             trusted peers only (gunicorn's ``--proxy-protocol``; ``toyservers.proxy_protocol``).
+        ws: the WebSocket implementation (uvicorn's ``--ws``): ``"auto"`` (the server's own
+            choice), ``"none"`` (an upgrade is served as plain HTTP), ``"toyservers"`` (the
+            project's RFC 6455 module, ``toyservers/websocket.py``), ``"wsproto"``.
+        ws_max_size: largest WebSocket message, bytes (larger: closed with 1009).
+        ws_max_queue: most received WebSocket messages waiting for the app; past it the
+            server stops reading until the app takes one.
+        ws_ping_interval, ws_ping_timeout: a keepalive ping every interval seconds; no pong
+            within timeout seconds closes with 1011 (None or 0: no pings, no deadline).
+        ws_per_message_deflate: offer permessage-deflate (RFC 7692) compression.
+        ws_shutdown_code: the close code open WebSockets get on graceful shutdown: 1001
+            (going away), or 1012 (service restart) in a worker retired by a reload.
     """
 
     host: str = "127.0.0.1"
@@ -89,3 +101,10 @@ class Config:
     proxy_headers: bool = True
     forwarded_allow_ips: str | None = None
     proxy_protocol: bool = False
+    ws: WSName = "auto"
+    ws_max_size: int = 16 * 1024 * 1024
+    ws_max_queue: int = 32
+    ws_ping_interval: float | None = 20.0
+    ws_ping_timeout: float | None = 20.0
+    ws_per_message_deflate: bool = True
+    ws_shutdown_code: int = 1001

@@ -171,19 +171,22 @@ def parse_request_head(head: bytes, max_request_line: int = 8192, max_header_siz
 
 # --8<-- [start:body_framing]
 FRAMING_FIELDS = frozenset({b"content-length", b"transfer-encoding", b"host", b"connection",
-                            b"expect"})
+                            b"expect", b"upgrade"})
 _known_hosts: set[bytes] = set()  # Host values found valid (up to 1,024, of up to 255 bytes)
 
 
-def body_framing(http_version: str, headers: Headers) -> tuple[int | None, bool, bool, bool]:
+def body_framing(http_version: str, headers: Headers
+                 ) -> tuple[int | None, bool, bool, bool, bytes]:
     """How the request body ends, and whether the connection persists (RFC 9112 §6, §9.3):
-    ``(content_length or None, chunked, keep_alive, expect_100)``, the last one when the client
-    waits for ``100 Continue`` (RFC 9110 §10.1.1). BadRequest: 400 for bad framing or Host
-    (``http1.host_status``), 501 for a coding but chunked (``http1.transfer_coding_status``)."""
+    ``(content_length or None, chunked, keep_alive, expect_100, upgrade)``: ``expect_100``
+    when the client waits for ``100 Continue`` (RFC 9110 §10.1.1), ``upgrade`` the Upgrade
+    field's value (b"" without one, and in HTTP/1.0, which RFC 9110 §7.8 says to ignore).
+    BadRequest: 400 for bad framing or Host (``http1.host_status``), 501 for a coding but
+    chunked (``http1.transfer_coding_status``)."""
     content_length: int | None = None
     hosts: list[bytes] = []
     codings: list[bytes] = []  # the Transfer-Encoding lines: one list (RFC 9110 §5.3)
-    connection = expect = b""
+    connection = expect = upgrade = b""
     for name, value in headers:
         if name not in FRAMING_FIELDS:  # most fields: one set lookup
             continue
@@ -200,6 +203,8 @@ def body_framing(http_version: str, headers: Headers) -> tuple[int | None, bool,
             hosts.append(value)
         elif name == b"connection":
             connection += b"," + value
+        elif name == b"upgrade":
+            upgrade += b"," + value if upgrade else value
         else:
             expect = value
     # A Host value already found valid skips the regular expression (the set holds only values
@@ -221,7 +226,8 @@ def body_framing(http_version: str, headers: Headers) -> tuple[int | None, bool,
     else:
         keep_alive = http_version == "1.1"
     expect_100 = bool(expect) and http_version == "1.1" and expect.lower() == b"100-continue"
-    return content_length, bool(codings), keep_alive, expect_100
+    return content_length, bool(codings), keep_alive, expect_100, \
+        upgrade if http_version == "1.1" else b""
 # --8<-- [end:body_framing]
 
 

@@ -153,6 +153,12 @@ def address(info: Any) -> tuple[str, int] | None:
     return None
 
 
+def peer(info: Any) -> tuple[str, int]:
+    """A peer's ``(host, port)`` where one is always needed (WSGI's ``REMOTE_ADDR`` and
+    ``REMOTE_PORT``): ``("", 0)`` for a UNIX socket's peer, which has no address."""
+    return address(info) or ("", 0)
+
+
 def bound_address(sock: socket.socket) -> tuple[str, int]:
     """``(host, port)`` of a TCP socket; ``(path, 0)`` of a UNIX one (what ``ready`` gets)."""
     name = sock.getsockname()

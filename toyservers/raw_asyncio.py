@@ -10,10 +10,15 @@ response with ``http1.ResponseFramer``. One request at a time: a pipelined reque
 buffer until the response in flight is complete. What this module adds to the parser is the
 I/O: when to parse, when to pause reading, which deadline runs, how to close.
 
-Deliberately left out: the upgrade to WebSocket or h2c, request trailers reaching the app (they
+WebSocket: a request asking ``Upgrade: websocket`` goes to ``websocket_protocol.upgrade``, which
+hands the connection to a ``WSProtocol`` speaking the project's own RFC 6455
+(``toyservers.websocket``).
+
+Deliberately left out: the upgrade to h2c, request trailers reaching the app (they
 are checked and dropped: ASGI has no event for them), response trailers, decoding any transfer
-coding but chunked (others get 501), the CONNECT tunnel, and proxy headers (X-Forwarded-*), and
-answering a client that half-closed its side (its FIN counts as a disconnect, as in uvicorn).
+coding but chunked (others get 501), the CONNECT tunnel, and answering a client that
+half-closed its side (its FIN counts as a disconnect, as in uvicorn). Proxy headers are read
+once for every server, in ``asgi.http_scope`` (``toyservers.proxy``).
 
 Spec: RFC 9112 §2.2 (message parsing), §3 (request line), §5 (field lines), §6 (message body
 length), §7.1 (chunked coding), §9 (connection management); RFC 9110 §5.5 and §5.6.2 (field
@@ -29,9 +34,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from toyservers import asgi, http1
+from toyservers import asgi, http1, websocket_protocol
 from toyservers._server import run_server, serve_protocol
-from toyservers._types import ASGIApp
+from toyservers._types import ASGIApp, Scope
 from toyservers.config import Config
 from toyservers.http1 import HIGH_WATER_LIMIT
 from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
@@ -129,7 +134,7 @@ class RawHTTPProtocol(HTTP1Protocol):
             self.deadline.clear()
         method, target, version, headers = parse_request_head(
             head, config.max_request_line, config.max_header_size, config.max_headers)
-        content_length, chunked, keep_alive, expect_100 = body_framing(version, headers)
+        content_length, chunked, keep_alive, expect_100, upgrade = body_framing(version, headers)
         # Origin-form, split as split_target's first case does (a test compares): 129.1k -> 128.4k
         if target[:1] == b"/" and method != "CONNECT" and b"#" not in target:
             raw_path, _, query = target.partition(b"?")
@@ -145,6 +150,8 @@ class RawHTTPProtocol(HTTP1Protocol):
             if self.access_log:
                 asgi.log_access(self.client, scope, 503)
             self.send_error(503)
+            return
+        if upgrade and self.handle_upgrade(scope, bytes(self.buffer)):
             return
         has_body = chunked or bool(content_length)
         framer = http1.ResponseFramer(method == "HEAD", version == "1.0", keep_alive)
@@ -212,6 +219,12 @@ class RawHTTPProtocol(HTTP1Protocol):
     def stop_reading(self) -> None:
         self.phase = CLOSED
         self.buffer.clear()
+
+    def handle_upgrade(self, scope: Scope, data: bytes) -> bool:
+        """A request asking ``Upgrade``: a WebSocket handshake takes the connection, to our own
+        RFC 6455 module unless ``--ws`` says otherwise (``websocket_protocol.upgrade``); True
+        when it did, ``data`` (the bytes after the request) going with it. Else: HTTP."""
+        return websocket_protocol.upgrade(self, scope, data, auto="toyservers")
 
     def on_timeout(self, kind: str) -> None:
         if kind == "idle":

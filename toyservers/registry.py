@@ -303,7 +303,8 @@ def _entries() -> dict[str, ServerSpec]:
     waitress = Argv("waitress-serve", listen=("--listen={host}:{port}",),
                     access_log=None, threads=("--threads={threads}",), tail=("{app}",))
     specs = [
-        _toy("toy-raw", "toyservers.raw_asyncio", "ours: HTTP/1.1 parsed by hand on asyncio"),
+        _toy("toy-raw", "toyservers.raw_asyncio", "ours: HTTP/1.1 parsed by hand on asyncio",
+             protocols=frozenset({"http/1.1", "websocket"})),
         _toy("toy-h11", "toyservers.h11_server", "ours: sans-IO HTTP/1.1 with h11"),
         _toy("toy-httptools", "toyservers.httptools_server",
              "ours: llhttp callbacks through httptools"),

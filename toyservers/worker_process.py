@@ -7,7 +7,8 @@ inherited socket, or with ``reuse_port`` on its own bound beside it: an ASGI toy
 event loop, toy-wsgi blocking in its threads. It speaks to the master over one pipe, a byte a
 message: a beat (``.``) every ``interval`` seconds, ``R`` once its server listens, ``Q`` when it
 retires by itself (after ``max_requests`` requests plus a jitter). Its signals: TERM
-graceful, INT and QUIT quick; while it boots, QUIT ends it at once.
+graceful, INT and QUIT quick; while it boots, QUIT ends it at once. USR1 is TERM from a master
+that replaced it by a reload: its open WebSockets close with 1012, service restart, not 1001.
 
 A beat comes from where a stuck worker stops: in an ASGI worker, a timer on its event loop
 (an app blocking the loop stops it); in toy-wsgi, a thread that stays silent while a request
@@ -19,9 +20,9 @@ instead of writing a request to a connection being closed). A worker whose maste
 parent pid changes) stops gracefully.
 
 Deliberately left out: gunicorn's worker classes (the toy server's ``serve()`` is the worker
-class here), its temporary-file heartbeat (a pipe instead), USR1 (reopen the logs), WINCH,
-and the ``post_fork``/``worker_int``/``worker_exit`` hooks. (toy-wsgi drains its idle
-``gthread`` connections in its own graceful shutdown: its DRAIN.)
+class here), its temporary-file heartbeat (a pipe instead), gunicorn's USR1 (reopen the logs:
+ours is the reload's TERM), WINCH, and the ``post_fork``/``worker_int``/``worker_exit`` hooks.
+(toy-wsgi drains its idle ``gthread`` connections in its own graceful shutdown: its DRAIN.)
 
 Spec: PEP 3333 (``wsgi.multiprocess``: "true if an equivalent application object may be
 simultaneously invoked by another process"); ASGI lifespan 2.0 (a failed startup ends the
@@ -140,11 +141,13 @@ def asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socke
     shutdown = asyncio.Event()
     stop_accepting = asyncio.Event()  # every server's serve() closes its listener on it
 
-    def graceful() -> None:
+    def graceful(restart: bool = False) -> None:
         # The server's shutdown stops accepting and closes idle connections at once: one
         # accepted an instant before, its request not yet read, would be closed under the
         # client. So stop accepting first, answer what comes on the open connections for
         # DRAIN seconds with Connection: close, and only then shut down.
+        if restart:  # USR1: a reload replaced this worker; the service goes on elsewhere
+            config.ws_shutdown_code = 1012  # "Service Restart" (IANA close code registry)
         me.retiring = True
         stop_accepting.set()
         asyncio.get_running_loop().call_later(DRAIN, shutdown.set)
@@ -181,6 +184,7 @@ def asgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socke
             loop.call_later(interval, beat)
 
         loop.add_signal_handler(signal.SIGTERM, graceful)
+        loop.add_signal_handler(signal.SIGUSR1, graceful, True)
         loop.add_signal_handler(signal.SIGINT, quick)
         loop.add_signal_handler(signal.SIGQUIT, quick)
         beat()
@@ -246,7 +250,8 @@ def wsgi_worker(module: ModuleType, app: Any, config: Config, sock: socket.socke
         config.timeout_graceful_shutdown = 0
         shutdown.set()
 
-    signal.signal(signal.SIGTERM, lambda signum, frame: shutdown.set())
+    for sig in (signal.SIGTERM, signal.SIGUSR1):  # USR1: TERM after a reload (no WebSocket)
+        signal.signal(sig, lambda signum, frame: shutdown.set())
     signal.signal(signal.SIGINT, quick)
     signal.signal(signal.SIGQUIT, quick)
     threading.Thread(target=beat, daemon=True).start()

@@ -10,9 +10,10 @@ to the master: a beat (``.``) every ``BEAT`` seconds, ``R`` once its server list
 when it retires by itself (after ``max_requests`` requests). The master respawns a worker that
 dies, SIGKILLs one silent for ``timeout`` seconds, and takes gunicorn's signals: TERM
 graceful, INT/QUIT quick, HUP reload (new workers first; the old stop gracefully once the new
-listen), TTIN/TTOU one worker more/less (TTIN refused, with a log line, past ``max_workers``:
-gunicorn has no such cap). A signal handler only queues the signal and writes a byte to a
-pipe the loop's ``select()`` watches; the loop does the work.
+listen, told by USR1: a TERM whose WebSockets close with 1012, service restart), TTIN/TTOU one
+worker more/less (TTIN refused, with a log line, past ``max_workers``: gunicorn has no such
+cap). A signal handler only queues the signal and writes a byte to a pipe the loop's
+``select()`` watches; the loop does the work.
 
 Without ``preload`` the master never imports the app and every worker imports it, so a reload
 runs new code; with ``preload`` the master imports it once and a reload forks the same app
@@ -20,8 +21,9 @@ runs new code; with ``preload`` the master imports it once and a reload forks th
 
 Deliberately left out: gunicorn's ``--graceful-timeout`` (we SIGKILL after
 ``timeout_graceful_shutdown`` + ``DRAIN`` + 2 s), USR1/USR2/WINCH (reopen logs, re-exec the
-master), pid files, ``--user``, server hooks, and a fair share of load: with one socket the
-least busy worker takes more; with ``reuse_port`` a retiring worker's accept queue is lost.
+master; our USR1 is the master's own), pid files, ``--user``, server hooks, and a fair share
+of load: with one socket the least busy worker takes more; with ``reuse_port`` a retiring
+worker's accept queue is lost.
 
 Spec: no wire protocol of its own; POSIX process control as Python's ``os`` and ``signal``
 expose it (``fork``, ``waitpid`` with ``WNOHANG``, ``SO_REUSEPORT``), and the ``signal``
@@ -84,6 +86,7 @@ class Worker:
     last_beat: float = field(default_factory=time.monotonic)
     booted: bool = False  # its server listens (it wrote ``R``)
     retiring: bool = False  # sent a signal to stop: no longer counted
+    replaced: bool = False  # a reload spawned its successor: it stops with USR1, not TERM
 
 
 # --- master ---------------------------------------------------------------------------------------
@@ -154,6 +157,8 @@ class Arbiter:
         """HUP, TTIN, TTOU (CHLD only wakes the loop, to reap at once)."""
         if sig == signal.SIGHUP:  # new workers now; manage() retires the old once they listen
             logger.info("Hang up: reloading, %d new workers", self.num_workers)
+            for worker in self.workers.values():
+                worker.replaced = True
             for _ in range(self.num_workers):
                 self.spawn()
         elif sig == signal.SIGTTIN:
@@ -214,7 +219,7 @@ class Arbiter:
         excess = len(live) - self.num_workers
         if excess > 0 and all(w.booted for w in live):
             for worker in live[:excess]:
-                self.retire(worker, signal.SIGTERM)
+                self.retire(worker, signal.SIGUSR1 if worker.replaced else signal.SIGTERM)
 
     def retire(self, worker: Worker, sig: int) -> None:
         worker.retiring = True

@@ -11,11 +11,11 @@ head, ``timeout_body`` per pause in its body (408 for a slow head or body). ``ht
 (sans-IO; toy-raw runs it on asyncio) reads the requests, the rules of ``http1`` answer them,
 ``toyservers.wsgi`` is the PEP 3333 glue, and the names are the asyncio servers'.
 
-Deliberately left out (``toyservers/workers.py`` pre-forks): TLS, ``limit_concurrency``, request
-trailers reaching the app (checked, dropped), ``sendfile`` without a Content-Length (the file is
-iterated), slow clients holding a thread (as in gunicorn: sync waits ``timeout_keep_alive`` for a
-silent client, gthread ``timeout_headers`` for a dribbled head), and stopping an app past the
-graceful-shutdown timeout (a thread cannot be killed; its socket is shut).
+Deliberately left out (``toyservers/workers.py`` pre-forks): TLS, WebSocket (a handshake gets
+501), ``limit_concurrency``, request trailers reaching the app (checked, dropped), ``sendfile``
+without a Content-Length (the file is iterated), slow clients holding a thread (gunicorn's: sync
+waits ``timeout_keep_alive`` for a silent client, gthread ``timeout_headers`` for a dribbled
+head), and stopping an app past the graceful-shutdown timeout (its thread's socket is shut).
 
 Spec: PEP 3333 (environ variables, input and error streams, the start_response() callable,
 buffering and streaming, the write() callable, platform-specific file handling, HTTP 1.1
@@ -115,11 +115,13 @@ class BlockingHTTPProtocol:
                 self.close()
                 return False
             method, target, version, headers = request
-            content_length, chunked, keep_alive, expect_100 = http1_parser.body_framing(
-                version, headers)
+            content_length, chunked, keep_alive, expect_100, upgrade = \
+                http1_parser.body_framing(version, headers)
             raw_path, query = http1.split_target(method, target)
             if config.max_body_size is not None and (content_length or 0) > config.max_body_size:
                 raise BadRequest(413, "request body too large")
+            if b"websocket" in http1.list_elements(upgrade):  # PEP 3333 has no WebSocket: RFC
+                raise BadRequest(501, "a WebSocket handshake")  # 9110 §15.6.2, Not Implemented
         except (BadRequest, http1.BadTarget) as exc:  # a bad target is a 400
             self.send_error(getattr(exc, "status", 400), str(exc))
             return False
@@ -127,8 +129,7 @@ class BlockingHTTPProtocol:
                           config.max_headers)
         self.cycle = cycle = RequestResponseCycle(self, method, version,
                                                   keep_alive and server.threaded, body, expect_100)
-        if server.access_log:
-            cycle.log_line = (method, raw_path, query, version)
+        cycle.log_line = (method, raw_path, query, version) if server.access_log else None
         try:
             return cycle.run_wsgi(wsgi.build_environ(
                 method, version, target, raw_path, query, headers, root_path=config.root_path,
@@ -356,8 +357,7 @@ class WSGIServer:
                 if key.fileobj is self.listener:
                     with contextlib.suppress(BlockingIOError, ConnectionAbortedError):
                         sock, peer = self.listener.accept()  # a UNIX socket's peer: ''
-                        protocol = BlockingHTTPProtocol(self, sock,
-                                                        listeners.address(peer) or ("", 0))
+                        protocol = BlockingHTTPProtocol(self, sock, listeners.peer(peer))
                         if self.threaded:
                             self.watch(protocol)  # gthread: a pool thread takes it once readable
                         else:

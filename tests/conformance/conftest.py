@@ -3,6 +3,8 @@
 - Servers: ``--conformance-servers A,B`` or ``CONFORMANCE_SERVERS=A,B``; by default every
   registered ASGI server that is installed (``toyservers.registry.available``). Tests that use
   the ``server`` fixture are parametrized over them (one process per server per session).
+  ``--own-server 'COMMAND {port}'`` runs one server of your own instead, named ``own``, on
+  the tests of ``support.WIRE_FEATURES`` (the others need the suite's app: skipped).
 - Features: every test carries ``@pytest.mark.feature(name)`` with a name from
   ``support.FEATURES``; an untagged or unknown name is a usage error. A (server, feature) pair
   listed in ``support.UNSUPPORTED`` becomes ``xfail(strict=True)`` with the reason.
@@ -32,6 +34,7 @@ import pytest
 import trustme
 
 from tests.conformance import apps, support
+from tests.support.own_server import OWN, own_command, own_server
 from tests.support.running import RunningServer, running_server
 from tests.support.suite import option, record_outcome
 from toyservers.registry import SERVERS, available
@@ -60,7 +63,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def selected_servers(config: pytest.Config) -> list[str]:
-    """The servers to run on; pytest.UsageError for a name the registry does not know."""
+    """The servers to run on (``own`` alone with ``--own-server``); pytest.UsageError for a
+    name the registry does not know."""
+    if own_command(config):
+        return [OWN]
     raw = option(config, "conformance_servers", "CONFORMANCE_SERVERS")
     names = [name.strip() for name in raw.split(",") if name.strip()]
     if not names:
@@ -92,6 +98,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid}: needs @pytest.mark.feature(<name>) with a "
                                     "name from tests/conformance/support.py FEATURES")
         server, feature = callspec.params["server_name"], marker.args[0]
+        if server == OWN and feature not in support.WIRE_FEATURES:
+            item.add_marker(pytest.mark.skip(reason=f"{feature}: needs the suite's ASGI app "
+                                                    "(tests/conformance/apps.py)"))
+            continue
         reason = support.unsupported_reason(server, feature)
         if reason is not None:
             item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
@@ -198,24 +208,31 @@ class ConformanceServer(RunningServer):
 
 
 @contextlib.contextmanager
-def conformance_server(name: str, workdir: Path, *, tls: tuple[str, str] | None = None
-                       ) -> Iterator[ConformanceServer]:
+def conformance_server(name: str, workdir: Path, *, tls: tuple[str, str] | None = None,
+                       own: str | None = None) -> Iterator[ConformanceServer]:
     """``name`` serving the conformance app on a free port (tests/support/running.py), with
     the lifespan record file in ``workdir``; ``tls`` is a ``(certfile, keyfile)`` pair: serve
-    HTTPS. Raises bench.process.ServerStartError."""
+    HTTPS. ``name`` ``own`` runs the ``--own-server`` command ``own`` instead (its own app:
+    only ``support.WIRE_FEATURES`` run). Raises bench.process.ServerStartError."""
     lifespan_file = workdir / "lifespan.txt"
     lifespan_file.write_text("")
+    if name == OWN:
+        assert own is not None, "the own server needs its command"
+        with own_server(own, log_path=workdir / "server.log") as running:
+            yield ConformanceServer(name, running.process, lifespan_file)
+        return
     with running_server(name, app=APP, tls=tls, env={apps.LIFESPAN_FILE_ENV: str(lifespan_file)},
                         log_path=workdir / "server.log") as running:
         yield ConformanceServer(name, running.process, lifespan_file)
 
 
 @pytest.fixture(scope="session")
-def server(server_name: str, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[ConformanceServer]:
+def server(server_name: str, tmp_path_factory: pytest.TempPathFactory,
+           request: pytest.FixtureRequest) -> Iterator[ConformanceServer]:
     """The shared server process for ``server_name`` (one per session), probes running."""
     workdir = tmp_path_factory.mktemp(f"conformance-{server_name}")
-    with conformance_server(server_name, workdir) as running:
+    own = own_command(request.config)
+    with conformance_server(server_name, workdir, own=own) as running:
         running.probes["idle"] = Probe(lambda: idle_probe(running.port))
         running.probes["slow-headers"] = Probe(lambda: slow_headers_probe(running.port))
         yield running

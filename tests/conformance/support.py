@@ -73,6 +73,14 @@ FEATURES: list[str] = [
     "ext-tls",
 ]
 
+#: The features whose tests need no particular app: any HTTP/1.1 server that answers ``GET``
+#: with 200 and a ``Date`` can be checked on them. The others read what the suite's ASGI app
+#: (``apps.py``) answers; against a server of your own (``--own-server``) only these run.
+WIRE_FEATURES: frozenset[str] = frozenset({
+    "date-header", "idle-timeout", "headers-too-large-431", "too-many-headers-431",
+    "malformed-400", "slow-headers",
+})
+
 _TOY_HTTP1_ONLY = {
     "websocket": "HTTP/1.1 request/response only: no Upgrade handling",
     "h2c-prior-knowledge": "HTTP/1.1 only",
@@ -100,7 +108,7 @@ _UVICORN = {
 }
 
 UNSUPPORTED: dict[str, dict[str, str]] = {
-    "toy-raw": dict(_TOY_HTTP1_ONLY),
+    "toy-raw": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-h11": dict(_TOY_HTTP1_ONLY),
     "toy-httptools": dict(_TOY_HTTP1_ONLY),
     "toy-h2": {  # HTTP/1.1 by toy-httptools' protocol; HTTP/2 by h2 on the same port

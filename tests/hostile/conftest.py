@@ -1,5 +1,7 @@
 """One server process per server per module, started on a free port with the corpus' settings.
 
+With ``--own-server 'COMMAND {port}'`` the tests that take ``server`` run once, against the
+server that command starts (``tests/support/own_server.py``), instead of once per name here.
 Toy servers run through ``launch.py`` (short deadlines, small body limit; toy-wsgi with the
 gthread worker, which keeps connections alive, and as ``toy-wsgi-sync`` with the sync one);
 uvicorn runs with its registry command plus ``--timeout-keep-alive``, the one matching flag it
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import corpus
+from tests.support.own_server import OWN, own_command, own_server
 from tests.support.running import RunningServer, running_server
 from toyservers.registry import get
 
@@ -68,10 +71,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that takes ``server`` runs once per name in SERVERS, or once against ``own``
+    with ``--own-server`` (tests/support/own_server.py)."""
+    if "server" in metafunc.fixturenames:  # this folder's tests only: a conftest's hook
+        names = [OWN] if own_command(metafunc.config) else SERVERS
+        metafunc.parametrize("server", names, indirect=True)
+
+
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[RunningServer]:
     """The server named by the test's ``server`` parameter, shared by the whole module."""
     name: str = request.param
+    if name == OWN:
+        with own_server(str(own_command(request.config))) as server:
+            yield server
+        return
     with running_server(VARIANTS.get(name, (name,))[0], lambda port: command(name, port)) \
             as server:
         yield server

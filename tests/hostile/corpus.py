@@ -294,6 +294,7 @@ CASES: list[Case] = [
     _reject("field_ws_before_first", b"GET / HTTP/1.1\r\n X-Pad: 1\r\n" + HOST + b"\r\n", 400,
             "RFC 9112 §2.2 (whitespace between start-line and first field)",
             "a first field hidden from one parser and visible to another"),
+    # --8<-- [start:field_values]
     _reject("field_nul_in_value", GET + b"X-Nul: a\x00b\r\n\r\n", 400,
             "RFC 9110 §5.5 (NUL in a field value: reject or replace by SP)",
             "C strings end at NUL: the value differs across hops"),
@@ -310,6 +311,7 @@ CASES: list[Case] = [
             "control bytes in values reach logs and downstream headers"),
     _reject("field_del_in_value", GET + b"X-Del: a\x7fb\r\n\r\n", 400,
             "RFC 9110 §5.5 (DEL is neither VCHAR nor obs-text)", "same as other CTLs"),
+    # --8<-- [end:field_values]
     _reject("field_bad_name_char", GET + b"X(Bad): 1\r\n\r\n", 400,
             "RFC 9110 §5.1 (field-name = token; '(' is a delimiter)",
             "names with delimiters are parsed differently across hops"),

@@ -28,7 +28,7 @@ import pytest
 
 from bench.process import ServerProcess, free_port
 from toyservers.config import Config
-from toyservers.registry import get
+from toyservers.registry import SERVERS, get
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -53,7 +53,8 @@ class RunningServer:
 
     @property
     def version(self) -> str:
-        return get(self.name).version()
+        """The server's version, from the registry ("" for one outside it: ``--own-server``)."""
+        return get(self.name).version() if self.name in SERVERS else ""
 
     def alive(self) -> bool:
         """True while the server process has not exited."""

@@ -13,7 +13,8 @@ that is what ``--workers 4`` buys, and why 4 workers finish 3 slow + 15 fast req
 slow period where 1 worker needs three.
 
 Deliberately left out: keep-alive (every response closes), request bodies other than by
-Content-Length, ``wsgi.errors`` beyond stderr, ``write()`` callables (it raises), timeouts on
+Content-Length, error responses (an app that raises gets its connection dropped: PEP 3333's
+500 is lesson 7's exercise), ``wsgi.errors``, ``write()`` callables (it raises), timeouts on
 slow clients, more than one connection at a time.
 Spec: PEP 3333 ("The Server/Gateway Side", "environ Variables", "Buffering and Streaming");
 RFC 9112 §3, §4, §5 for the wire format.
@@ -26,7 +27,6 @@ import os
 import socket
 import sys
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from email.utils import formatdate
 from typing import Any
@@ -48,7 +48,7 @@ def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[byt
         time.sleep(SLOW_SECONDS)  # stands for a slow database query or an API call
         body = b"slow\n"
     elif environ["PATH_INFO"] == "/error":
-        raise RuntimeError("a bug in the app")  # the server answers 500 and keeps serving
+        raise RuntimeError("a bug in the app")  # the server drops this connection, goes on
     else:
         body = b"fast\n"
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
@@ -93,23 +93,19 @@ def read_environ(rfile: io.BufferedReader, port: int) -> WSGIEnvironment:
 # --8<-- [end:environ]
 
 
-INTERNAL_ERROR = (b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n"
-                  b"Content-Length: 22\r\nConnection: close\r\n\r\nInternal Server Error\n")
-"""What the client gets when the app fails before its response has started."""
-
-
 # --8<-- [start:run_app]
 def run_app(app: WSGIApplication, environ: WSGIEnvironment, conn: socket.socket) -> None:
     """Call the app and write its response: head before the first non-empty body chunk.
 
     PEP 3333: the server must not send the headers until the first non-empty byte string is
     yielded (or the iterable is exhausted), and must call ``close()`` on the iterable if it
-    has one, whatever happens. An app that raises, or never calls ``start_response``, gets a
-    500 if nothing was sent yet (as wsgiref's ``handle_error`` does).
+    has one, whatever happens.
 
     Raises:
-        Exception: whatever the app raised after the head was sent: too late for a 500, the
-            caller drops the connection.
+        Exception: whatever the app raised (IndexError when it never called
+            ``start_response``); the caller drops the connection, so the client gets no
+            answer at all. PEP 3333's error rules (a 500 when nothing was sent yet) are lesson
+            7's exercise.
     """
     started: list[tuple[str, list[tuple[str, str]]]] = []
     head_sent = False
@@ -129,25 +125,18 @@ def run_app(app: WSGIApplication, environ: WSGIEnvironment, conn: socket.socket)
                  *(f"{name}: {value}" for name, value in headers), "Connection: close"]
         conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
 
+    result = app(environ, start_response)
     try:
-        result = app(environ, start_response)
-        try:
-            for chunk in result:
-                if chunk and not head_sent:
-                    send_head()
-                    head_sent = True
-                conn.sendall(chunk)
-            if not head_sent:
+        for chunk in result:
+            if chunk and not head_sent:
                 send_head()
                 head_sent = True
-        finally:
-            if hasattr(result, "close"):
-                result.close()
-    except Exception:
-        if head_sent:
-            raise  # the status line is out: all the server can do is drop the connection
-        traceback.print_exc()  # to stderr, where a real server logs it
-        conn.sendall(INTERNAL_ERROR)
+            conn.sendall(chunk)
+        if not head_sent:
+            send_head()
+    finally:
+        if hasattr(result, "close"):
+            result.close()
 # --8<-- [end:run_app]
 
 
@@ -168,7 +157,7 @@ def serve(app: WSGIApplication, port: int) -> None:
                     run_app(app, read_environ(rfile, port), conn)
                 except EOFError:
                     pass
-                except Exception as exc:  # a bad request, a client gone, a late app error
+                except Exception as exc:  # a bad request, a client gone, an app error
                     print(f"dropped a connection: {exc!r}", file=sys.stderr, flush=True)
 # --8<-- [end:serve]
 

@@ -1,7 +1,7 @@
 """Lesson 5, step 3: toy-httptools, the server of ``toyservers/httptools_server.py``, from Python.
 
 Run: ``.venv/bin/python lessons/code/05-speed/step3_toy_httptools.py 8000`` (uvloop) or
-``LOOP=asyncio python ...``; it does what
+``LOOP=asyncio .venv/bin/python lessons/code/05-speed/step3_toy_httptools.py 8000``; it does what
 ``toyserve apps.asgi_user:app --server toy-httptools --loop uvloop --port 8000`` does. Then
 ``curl -i -d '{"id": 1, "name": "ada", "email": "ada@example.com"}' http://127.0.0.1:8000/``.
 

@@ -1,8 +1,9 @@
 """Lesson 9, step 1: lesson 4's h11 server as an asyncio Protocol: callbacks, a timer handle,
 and pause_reading bookkeeping.
 
-Run: ``python step1_protocol.py 8000`` (``SLOW_SECONDS``, default 2: how long ``/slow`` takes;
-``IDLE_SECONDS``, default 5: how long a quiet client is waited for). Then
+Run: ``.venv/bin/python lessons/code/09-structured-concurrency/step1_protocol.py 8000``
+(``SLOW_SECONDS``, default 2: how long ``/slow`` takes; ``IDLE_SECONDS``, default 5: how long
+a quiet client is waited for). Then
 ``curl -s http://127.0.0.1:8000/slow & curl -s -d hello http://127.0.0.1:8000/echo``.
 
 The server of lesson 4's step 2 (the same answers, the same h11 loop), made concurrent the way

@@ -1,7 +1,8 @@
 """Lesson 9, step 2: the same server as straight-line code on anyio: a task per connection,
 a cancel scope for the idle deadline, and no callbacks.
 
-Run: ``python step2_anyio.py 8000`` on asyncio, ``python step2_anyio.py 8000 trio`` on trio
+Run: ``.venv/bin/python lessons/code/09-structured-concurrency/step2_anyio.py 8000`` on
+asyncio, the same with ``8000 trio`` on trio
 (``SLOW_SECONDS``, default 2; ``IDLE_SECONDS``, default 5, as in step 1). Then
 ``curl -s http://127.0.0.1:8000/slow & curl -s -d hello http://127.0.0.1:8000/echo``.
 

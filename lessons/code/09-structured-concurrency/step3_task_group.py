@@ -1,6 +1,7 @@
 """Lesson 9, step 3: a task group per request, so a client that leaves cancels its app.
 
-Run: ``python step3_task_group.py 8000`` (or ``8000 trio``; ``SLOW_SECONDS``, default 2), then
+Run: ``.venv/bin/python lessons/code/09-structured-concurrency/step3_task_group.py 8000``
+(or ``8000 trio``; ``SLOW_SECONDS``, default 2), then
 ``curl -s --max-time 0.5 http://127.0.0.1:8000/slow``: curl gives up after half a second, and
 the server prints ``cancelled GET /slow: the client left`` at once, not two seconds later.
 

@@ -12,9 +12,9 @@ time so the frames come in the same order every run:
    sent);
 4. GOAWAY, and close.
 
-Run: ``python lessons/code/10-http2/frames.py 8000`` against a server on port 8000 (the step 1
-server, toy-h2, hypercorn). ``date`` values are printed as they come; ``:authority`` leaves
-the port out, so the transcript is the same on every run.
+Run: ``.venv/bin/python lessons/code/10-http2/frames.py 8000`` against a server on port 8000
+(the step 1 server, toy-h2, hypercorn). ``date`` values are printed as they come;
+``:authority`` leaves the port out, so the transcript is the same on every run.
 Spec: RFC 9113 §3.4 (preface), §4.1 (frame layout), §6 (frame types); RFC 7541 (HPACK).
 """
 

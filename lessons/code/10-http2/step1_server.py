@@ -10,7 +10,7 @@ HTTP/1.1 on the same port, no limits, no timeouts. It gives flow-control credit 
 moment DATA arrives, which is what the exercise fixes. toyservers/h2_server.py is the full
 server.
 
-Run: ``python lessons/code/10-http2/step1_server.py 8000``.
+Run: ``.venv/bin/python lessons/code/10-http2/step1_server.py 8000``.
 Spec: RFC 9113 §3.4 (preface), §5 (streams), §6.9 (flow control), §8.3 (pseudo-headers).
 """
 

@@ -1,10 +1,10 @@
 """Serve ``bench servers``' app by hand: a throwaway redis-server, seeded, then uvicorn.
 
-Usage: ``python serve_servers_app.py PORT [SERVER]`` (SERVER: a registry name, uvicorn by
-default). It does what ``bench servers`` does before it loads a row: starts redis-server on
-a free loopback port in a temporary folder with no persistence, fills it with 100 users and
-their activities, and starts the server on ``127.0.0.1:PORT`` with the app's settings in its
-environment. Ctrl-C (or SIGTERM) stops both and removes the folder.
+Run: ``.venv/bin/python lessons/code/11-servers/serve_servers_app.py PORT [SERVER]`` (SERVER:
+a registry name, uvicorn by default). It does what ``bench servers`` does before it loads a
+row: starts redis-server on a free loopback port in a temporary folder with no persistence,
+fills it with 100 users and their activities, and starts the server on ``127.0.0.1:PORT``
+with the app's settings in its environment. Ctrl-C (or SIGTERM) stops both and removes the folder.
 """
 
 from __future__ import annotations

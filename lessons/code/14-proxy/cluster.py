@@ -1,12 +1,12 @@
 """A small cluster by hand: three toy servers behind nginx (or HAProxy), until Ctrl-C.
 
-Usage: ``python cluster.py PORT [nginx|haproxy]``. It starts what ``bench cluster`` starts
-for its balance rows: three backends ``b1``, ``b2``, ``b3`` (toy-httptools serving
-``apps/cluster_app.py``, each on a free port of 127.0.0.1, each answering with an
-``x-backend`` header that names it), then the proxy on ``127.0.0.1:PORT``, from the config
-``bench/proxies/`` generates into a temporary folder; it prints where everything is and the
-config's path, so you can read what runs. Ctrl-C (or SIGTERM) stops them all.
-"""
+Usage: ``.venv/bin/python lessons/code/14-proxy/cluster.py PORT [nginx|haproxy]``. It starts
+what ``bench cluster`` starts for its balance rows: three backends ``b1``, ``b2``, ``b3``
+(toy-httptools serving ``apps/cluster_app.py``, each on a free port of 127.0.0.1, each
+answering with an ``x-backend`` header that names it), then the proxy on ``127.0.0.1:PORT``,
+from the config ``bench/proxies/`` generates into a temporary folder; it prints where
+everything is and the config's path, so you can read what runs. Ctrl-C (or SIGTERM) stops them
+all."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """Why a buffering proxy goes in front of a sync worker: one slow client, timed twice.
 
-Usage: ``python slow_clients.py [SECONDS]``. It starts toy-wsgi with its sync worker (one
-connection at a time, lesson 7) serving the user endpoint, and nginx in front of it. Then,
-once straight to toy-wsgi and once through nginx, a slow client sends its request's head
-and half its body, waits ``SECONDS`` (2 by default: a phone on a bad network), and sends the
-rest; a fast client sends the same request meanwhile. It prints how long the fast client
-waited each time.
+Usage: ``.venv/bin/python lessons/code/14-proxy/slow_clients.py [SECONDS]``. It starts toy-wsgi
+with its sync worker (one connection at a time, lesson 7) serving the user endpoint, and nginx
+in front of it. Then, once straight to toy-wsgi and once through nginx, a slow client sends its
+request's head and half its body, waits ``SECONDS`` (2 by default: a phone on a bad network),
+and sends the rest; a fast client sends the same request meanwhile. It prints how long the fast
+client waited each time.
 
 Straight to the sync worker, the fast request waits for the slow one: the worker's only
 thread is reading the slow body. Through nginx it does not: nginx reads the whole request

@@ -1,11 +1,12 @@
 """Where 504 and 502 come from: nginx in front of a backend too slow, then of none at all.
 
-Usage: ``python timeouts.py``. It starts one toy-httptools backend whose every request waits
-1.5 s (``BACKEND_WAIT_MS``) behind nginx with ``proxy_read_timeout 1s``, and sends:
+Usage: ``.venv/bin/python lessons/code/14-proxy/timeouts.py``. It starts one toy-httptools
+backend whose every request waits 1.5 s (``BACKEND_WAIT_MS``) behind nginx with
+``proxy_read_timeout 1s``, and sends:
 
 1. ``GET /``: the backend is working on it when nginx's read timeout expires, so nginx gives
    up and answers ``504 Gateway Time-out`` itself (the backend finishes later, for nobody);
-2. ``GET /health``, which does not wait: 200, the same path works;
+2. ``GET /health``, which does not wait: 200 from the same backend, through the same nginx;
 3. ``GET /`` again once the backend is stopped: nginx's connection is refused, there is no
    other backend to try, and it answers ``502 Bad Gateway``.
 

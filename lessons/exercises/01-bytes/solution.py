@@ -55,7 +55,9 @@ async def read_chunked(reader: asyncio.StreamReader, limit: int = MAX_BODY) -> b
     body = bytearray()
     while True:
         size_line = await reader.readuntil(b"\r\n")
-        size_text = size_line[:-2].split(b";", 1)[0].strip(b" \t")  # drop chunk extensions
+        size_text = size_line[:-2].split(b";", 1)[0].rstrip(b" \t")  # drop chunk extensions
+        # 1*HEXDIG and nothing else: int(text, 16) alone would also take " 5", "+5", "5_0"
+        # and "0x5", sizes another parser on the path may read differently
         if not size_text or size_text.strip(HEXDIGITS):
             raise BadRequest(f"bad chunk size line {size_line!r}")
         size = int(size_text, 16)

@@ -57,8 +57,10 @@ async def read_chunked(reader: asyncio.StreamReader, limit: int = MAX_BODY) -> b
     """
     # ---- EXERCISE: replace the line below with your code. ----------------------------------
     # Hints: ``await reader.readuntil(b"\r\n")`` returns one line, CRLF included;
-    # ``await reader.readexactly(n)`` returns exactly n bytes; ``int(text, 16)`` parses hex.
-    # Loop over chunks until the size is 0, then skip trailer lines until an empty line.
+    # ``await reader.readexactly(n)`` returns exactly n bytes. ``int(text, 16)`` turns hex
+    # into a number but takes more than a chunk-size (read its documentation): check that
+    # every byte is a HEXDIG first. Loop over chunks until the size is 0, then skip trailer
+    # lines until an empty line.
     raise NotImplementedError("exercise 1: decode the chunked body in read_chunked()")
 # --8<-- [end:exercise]
 

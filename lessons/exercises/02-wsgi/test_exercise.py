@@ -70,7 +70,11 @@ def call(authorization: str | None) -> tuple[Inner, str, dict[str, str], bytes]:
 
 def test_the_right_token_reaches_the_app() -> None:
     inner, status, headers, body = call("Bearer s3cret")
-    assert (inner.calls, status, body) == (1, "200 OK", b"inner body")
+    assert inner.calls == 1, (
+        f"the right token got {status!r} and the app was not called: the request's "
+        "Authorization header is in environ as HTTP_AUTHORIZATION (PEP 3333: HTTP_ and the "
+        "name in upper case, '-' as '_')")
+    assert (status, body) == ("200 OK", b"inner body")
     assert headers["x-inner"] == "yes", "the app's own headers must pass through"
 
 

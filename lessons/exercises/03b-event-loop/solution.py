@@ -7,7 +7,8 @@ client wait. ``read()`` (awaited by the app) takes what is there, waits when the
 and lets the transport read again.
 
 YOUR TASK: write ``feed`` and ``read`` below (look for "EXERCISE"). Check your work with
-``make exercise N=3b``. Run the upload server with ``python starter.py 8000`` and try
+``make exercise N=3b``. Run the upload server with
+``.venv/bin/python lessons/exercises/03b-event-loop/solution.py 8000`` and try
 ``head -c 4000000 /dev/zero | curl -s --data-binary @- http://127.0.0.1:8000/``: the answer
 says how many bytes the server ever held at once.
 

@@ -88,10 +88,22 @@ def test_read_takes_everything_and_resumes_reading() -> None:
     assert run(box.read()) == b"x" * 100_000, "read() returns every buffered byte"
     assert len(box.buffer) == 0, "what read() returned is no longer buffered"
     assert transport.calls == ["pause_reading", "resume_reading"]
-    assert box.paused is False
+    assert box.paused is False, "after resume_reading(), self.paused must say so"
     box.feed(b"y")
     assert run(box.read()) == b"y"
     assert transport.calls == ["pause_reading", "resume_reading"], "resume only if paused"
+
+
+def test_after_a_resume_the_next_flood_pauses_again() -> None:
+    box, transport = inbox()
+    flood = b"x" * (load().HIGH_WATER_LIMIT + 1)
+    box.feed(flood)
+    run(box.read())
+    box.feed(flood)
+    assert transport.calls == ["pause_reading", "resume_reading", "pause_reading"], (
+        f"calls {transport.calls}: after read() resumed, the next flood past the limit must "
+        "pause again, or the buffer grows without bound: does read() set self.paused back "
+        "to False when it resumes?")
 
 
 def test_read_waits_for_data_then_wakes() -> None:

@@ -81,8 +81,11 @@ def test_pipelined_requests_are_answered_in_order() -> None:
     data = (b"GET /1 HTTP/1.1\r\n" + HOST + b"\r\n"
             b"POST /2 HTTP/1.1\r\n" + HOST + b"Content-Length: 2\r\n\r\nhi"
             b"GET /3 HTTP/1.1\r\n" + HOST + b"\r\n")
-    assert [r[2] for r in responses(data)] == [
-        b"GET /1: 0 bytes\n", b"POST /2: 2 bytes\n", b"GET /3: 0 bytes\n"]
+    bodies = [r[2] for r in responses(data)]
+    assert len(bodies) > 1, (
+        "only the first of three pipelined requests was answered: once a response is sent, "
+        "h11 reads no further (next_event() says PAUSED) until conn.start_next_cycle()")
+    assert bodies == [b"GET /1: 0 bytes\n", b"POST /2: 2 bytes\n", b"GET /3: 0 bytes\n"]
 
 
 def test_an_incomplete_request_gets_no_answer_yet() -> None:

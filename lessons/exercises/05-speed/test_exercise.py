@@ -61,8 +61,13 @@ def test_header_names_are_lower_cased_and_values_kept() -> None:
 
 def test_one_byte_at_a_time_gives_the_same_request() -> None:
     whole = collect(POST)
-    bytewise = collect(*(POST[i:i + 1] for i in range(len(POST))))
-    assert bytewise == whole, "on_url and on_body may be called with pieces: join them"
+    hint = "on_url and on_body may be called with pieces: join them"
+    try:
+        bytewise = collect(*(POST[i:i + 1] for i in range(len(POST))))
+    except httptools.HttpParserCallbackError as exc:  # what a callback raised is its cause
+        pytest.fail(f"fed one byte at a time, a callback raised "
+                    f"{exc.__cause__ or exc.__context__!r}: {hint}")
+    assert bytewise == whole, hint
 
 
 def test_pipelined_requests_do_not_share_state() -> None:

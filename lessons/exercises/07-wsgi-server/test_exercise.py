@@ -113,7 +113,7 @@ def test_an_error_after_the_head_sends_nothing_more_but_closes() -> None:
     data, errors = respond(starting(result))
     assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"first part"), data
     assert b"500" not in data, "too late for a 500: the status line is already out"
-    assert result.closed == 1
+    assert result.closed == 1, "close() is called even when iteration raised (PEP 3333)"
     assert "ValueError" in errors
 
 
@@ -121,7 +121,7 @@ def test_an_app_that_never_calls_start_response_gets_a_500() -> None:
     result = Result([])
     data, _ = respond(lambda environ, start_response: result)
     assert data == ex.INTERNAL_ERROR, data
-    assert result.closed == 1
+    assert result.closed == 1, "close() is called however the request ended (PEP 3333)"
 
 
 def test_exc_info_lets_the_app_replace_its_response_before_the_head() -> None:

@@ -1,6 +1,7 @@
 """Exercise 9, reference solution: each request gets a deadline from a cancel scope.
 
-See ``starter.py`` for the task and why the answer is 503. Run: ``python solution.py 8000``
+See ``starter.py`` for the task and why the answer is 503. Run:
+``.venv/bin/python lessons/exercises/09-structured-concurrency/solution.py 8000``
 (add ``trio`` to run on trio), then ``curl -i http://127.0.0.1:8000/slow``.
 
 Spec: RFC 9110 §15.6.4 (503); anyio's documentation, "Cancellation and timeouts".

@@ -13,8 +13,8 @@ behind it was late (RFC 9110 §15.6.5); this server is no gateway, the app runs 
 
 YOUR TASK: write the body of ``call_app`` below (look for "EXERCISE"). Check your work with
 ``make exercise N=9``; the tests run on asyncio and on trio. Try it by hand:
-``python starter.py 8000`` (add ``trio`` to run on trio), then
-``curl -i http://127.0.0.1:8000/slow``.
+``.venv/bin/python lessons/exercises/09-structured-concurrency/starter.py 8000`` (add
+``trio`` to run on trio), then ``curl -i http://127.0.0.1:8000/slow``.
 
 Spec: RFC 9110 §15.6.4 (503); anyio's documentation, "Cancellation and timeouts".
 """

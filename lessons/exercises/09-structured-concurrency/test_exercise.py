@@ -59,7 +59,12 @@ def with_server(backend: str, client: Client) -> None:
                 await client(stream)
             tasks.cancel_scope.cancel()  # stop the server
 
-    anyio.run(main, backend=backend)
+    try:
+        anyio.run(main, backend=backend)
+    except BaseExceptionGroup as group:  # the task group wraps what the client raised
+        while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+            group = group.exceptions[0]
+        raise group from None
 
 
 async def ask(stream: anyio.abc.ByteStream, target: str) -> tuple[int, bytes]:
@@ -81,8 +86,11 @@ async def receive(stream: anyio.abc.ByteStream, target: str) -> bytes:
     try:
         return await stream.receive()
     except anyio.EndOfStream:
-        raise AssertionError(f"the server closed the connection without answering {target}"
-                             ) from None
+        raise AssertionError(
+            f"the server closed the connection without answering {target}: did an exception "
+            "leave call_app? handle() takes a TimeoutError for its own idle deadline and "
+            "closes, so one from anyio.fail_after must be caught inside call_app (or use "
+            "anyio.move_on_after, which raises nothing)") from None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

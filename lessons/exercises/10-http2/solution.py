@@ -12,7 +12,8 @@ WINDOW_UPDATE that h2 decided to send.
 
 YOUR TASK: write ``feed`` and ``receive`` below (look for "EXERCISE"). Check your work with
 ``make exercise N=10``; the test talks to your class through two ``H2Connection`` objects in
-memory, no sockets. Run ``python starter.py`` to see a client held to its window.
+memory, no sockets. Run ``.venv/bin/python lessons/exercises/10-http2/solution.py`` to see a
+client held to its window.
 
 Spec: RFC 9113 §6.9 (flow control), §6.9.1 (the flow-control window); ASGI HTTP spec
 (``http.request`` with ``more_body``); h2's docs, "Flow control" (``acknowledge_received_data``).

@@ -1,12 +1,13 @@
 """Exercise 11, solution: compare ratios, ours and the published ones, from a results.json.
 
 See ``starter.py`` for the task. Run it on a results file:
-``python solution.py lessons/results/servers/results.json``.
+``.venv/bin/python lessons/exercises/11-servers-under-load/solution.py
+lessons/results/servers/results.json``.
 """
-
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,22 @@ LONG_BODY_BYTES = 430_000
 
 # --8<-- [start:exercise]
 def percent_of(rows: list[dict[str, Any]], base: str) -> dict[tuple[str, str], float | None]:
-    """For each row, its RPS as a % of ``base``'s RPS on the same endpoint."""
-    base_rps = {r["endpoint"]: r["rps_median"] for r in rows if r["server"] == base}
+    """For each row, its RPS as a % of ``base``'s RPS on the same endpoint: the median over
+    the rounds both rows ran."""
+    base_runs = {r["endpoint"]: by_round(r) for r in rows if r["server"] == base}
     out: dict[tuple[str, str], float | None] = {}
     for row in rows:
-        mine, theirs = row["rps_median"], base_rps.get(row["endpoint"])
-        out[(row["endpoint"], row["server"])] = (
-            100.0 * mine / theirs if mine and theirs else None)
+        mine, theirs = by_round(row), base_runs.get(row["endpoint"], {})
+        ratios = [100.0 * rps / theirs[r] for r, rps in mine.items()
+                  if rps > 0 and theirs.get(r, 0.0) > 0]
+        out[(row["endpoint"], row["server"])] = statistics.median(ratios) if ratios else None
     return out
+
+
+def by_round(row: dict[str, Any]) -> dict[int, float]:
+    """``row``'s RPS by round (exercise 6): ``rounds`` beside ``rps_runs``, or in order."""
+    runs = row["rps_runs"]
+    return dict(zip(row.get("rounds") or range(len(runs)), runs, strict=True))
 
 
 def body_cost(rows: list[dict[str, Any]]) -> dict[str, dict[str, float] | None]:

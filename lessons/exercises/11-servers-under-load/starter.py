@@ -1,15 +1,19 @@
 """Exercise 11, starter: compare ratios, ours and the published ones, from a results.json.
 
 A ``bench servers`` results.json holds one row per (endpoint, server), each with
-``endpoint``, ``server`` and ``rps_median`` (requests per second, None for a failed row).
-Absolute figures do not travel between machines; ratios measured in one run do. Write:
+``endpoint``, ``server``, ``rps_median`` (requests per second, None for a failed row), and
+its runs as exercise 6 knows them: ``rps_runs`` and ``rounds`` (the round of each run; files
+written before rounds existed have none, and their runs pair in order). Absolute figures do
+not travel between machines; ratios measured in one run do. Write:
 
 - ``percent_of(rows, base)``: for each row, keyed ``(endpoint, server)``, its RPS as a
   percentage of the ``base`` server's RPS on the same endpoint (the table's "% of uvicorn"
-  column); None when either RPS is missing or zero. It works on the published figures too,
-  given rows in the same shape.
+  column), computed as exercise 6 computes "% of below": in each round both rows ran with a
+  positive RPS, this row's run against the base row's run of the same round; then the median
+  of those rounds. None when there is no such round. It works on the published figures too,
+  given rows in the same shape (one run each).
 - ``body_cost(rows)``: for each server, what the 430 KB body costs over the 22-byte one,
-  from the two rows' RPS: ``us_added``, microseconds per request (``1e6 / rps_long -
+  from the two rows' median RPS: ``us_added``, microseconds per request (``1e6 / rps_long -
   1e6 / rps_short``: with the server pinned to one busy core, 1e6 / RPS is the server time
   of one request), and ``mb_per_s``, the body bytes per second of that extra time
   (``430_000 / us_added``, which is bytes per µs, i.e. 10^6 bytes per second). None for a
@@ -17,12 +21,13 @@ Absolute figures do not travel between machines; ratios measured in one run do. 
 
 YOUR TASK: write both bodies below (look for "EXERCISE"). Check your work with
 ``make exercise N=11``; the failures say what is still wrong. Then run it on a results file:
-``python starter.py lessons/results/servers/results.json``.
+``.venv/bin/python lessons/exercises/11-servers-under-load/starter.py
+lessons/results/servers/results.json``.
 """
-
 from __future__ import annotations
 
 import json
+import statistics  # noqa: F401  (for your percent_of)
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,7 +38,11 @@ LONG_BODY_BYTES = 430_000
 
 # --8<-- [start:exercise]
 def percent_of(rows: list[dict[str, Any]], base: str) -> dict[tuple[str, str], float | None]:
-    """For each row, its RPS as a % of ``base``'s RPS on the same endpoint."""
+    """For each row, its RPS as a % of ``base``'s RPS on the same endpoint: the median over
+    the rounds both rows ran."""
+    # ---- EXERCISE: replace the line below with your code. ----------------------------------
+    # Hints: find each endpoint's base row first; exercise 6's round-by-round pairing
+    # (a {round: rps} map per row) gives one ratio per common round.
     raise NotImplementedError("EXERCISE: percent_of")
 
 

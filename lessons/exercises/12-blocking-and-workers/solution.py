@@ -15,8 +15,8 @@ second first principles allow, from two limits:
 The prediction is the smaller of the two.
 
 This file is the reference answer (``predict`` written out). Run it:
-``python solution.py lessons/results/workers/results.json`` prints the prediction beside each
-measured row.
+``.venv/bin/python lessons/exercises/12-blocking-and-workers/solution.py`` prints the
+prediction beside each measured row of the committed results.
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ The prediction is the smaller of the two.
 
 YOUR TASK: write the body of ``predict`` below (look for "EXERCISE"). Check your work with
 ``make exercise N=12``; its last test recomputes the predicted column of the lesson's
-committed results file. Then run it: ``python starter.py lessons/results/workers/results.json``
-prints your prediction beside each measured row.
+committed results file. Then run it:
+``.venv/bin/python lessons/exercises/12-blocking-and-workers/starter.py`` prints your
+prediction beside each measured row.
 """
 
 from __future__ import annotations

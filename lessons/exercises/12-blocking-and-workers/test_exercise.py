@@ -32,21 +32,30 @@ def load() -> ModuleType:
     return module
 
 
-# Round numbers: c = 20 ms of CPU, d = 180 ms of waiting, so c + d = 0.2 s.
-@pytest.mark.parametrize(("model", "workers", "connections", "cores", "expected"), [
-    ("sync", 4, 10, 2, 4 / 0.2),      # four requests in flight, each 0.2 s: 20 RPS
-    ("sync", 4, 2, 2, 2 / 0.2),       # only two connections: two in flight
-    ("gthread", 4, 10, 2, 10 / 0.2),  # 16 threads, 10 connections: 50 RPS, under 2 / c
-    ("gthread", 1, 10, 2, 4 / 0.2),   # one worker of 4 threads
-    ("gevent", 4, 100, 2, 2 / 0.02),  # 100 in flight would be 500 RPS; 2 cores allow 100
-    ("async", 1, 100, 2, 1 / 0.02),   # one process computes on one core at a time
-    ("async", 4, 100, 1, 1 / 0.02),   # four processes on one core
-])
+# Round numbers: c = 20 ms of CPU, d = 180 ms of waiting, so c + d = 0.2 s. The last column
+# is what the failure message says: the reasoning that gives the expected figure.
+CASES = [
+    ("sync", 4, 10, 2, 4 / 0.2, "four requests in flight (one per sync worker), each 0.2 s"),
+    ("sync", 4, 2, 2, 2 / 0.2, "only two connections, so only two requests in flight"),
+    ("gthread", 4, 10, 2, 10 / 0.2, "16 threads but 10 connections: 10 in flight, 50 RPS, "
+     "under the 2 cores' 2 / c = 100"),
+    ("gthread", 1, 10, 2, 4 / 0.2, "one worker of 4 threads: 4 in flight"),
+    ("gevent", 4, 100, 2, 2 / 0.02, "100 in flight would be 500 RPS, but each process "
+     "computes on one core at a time and 2 cores give 2 / c = 100"),
+    ("async", 1, 100, 2, 1 / 0.02, "one process computes on one core at a time: 1 / c"),
+    ("async", 4, 100, 1, 1 / 0.02, "four processes on one core compute on one: 1 / c"),
+]
+
+
+@pytest.mark.parametrize(("model", "workers", "connections", "cores", "expected", "why"), CASES,
+                         ids=[f"{m}-{w}w-{n}c-{k}cores" for m, w, n, k, _, _ in CASES])
 def test_predict(model: str, workers: int, connections: int, cores: int,
-                 expected: float) -> None:
+                 expected: float, why: str) -> None:
     got = load().predict(model, workers=workers, threads=4, connections=connections,
                          cpu_s=0.02, wait_s=0.18, cores=cores)
-    assert math.isclose(got, expected), f"{model}: got {got}, expected {expected}"
+    assert math.isclose(got, expected), (
+        f"{model}, {workers} worker(s), {connections} connections, {cores} core(s): got "
+        f"{got:g}, expected {expected:g}: {why}")
 
 
 def test_predict_agrees_with_the_committed_results() -> None:

@@ -1,0 +1,304 @@
+"""The ASGI ``websocket`` glue every toy server shares: the scope, the events, the rules for an
+app's mistakes, over any WebSocket engine.
+
+What is the same in every server is written here once, beside ``asgi.py``'s HTTP cycle:
+
+- ``websocket_scope``: the ``websocket`` connection scope, made from the ``http`` scope of the
+  handshake request (``asgi.http_scope``): ``scheme`` ws or wss, ``subprotocols``, and the
+  ``websocket.http.response`` extension (the denial response);
+- ``Engine``: what the glue needs of a WebSocket implementation: the 101, bytes in, events
+  out (``toyservers.websocket``'s ``Message``, ``Ping``, ``Pong``, ``Close``), bytes for what we
+  send. ``websocket.Connection`` (the project's own RFC 6455) is one; ``websocket_wsproto
+  .WsprotoConnection`` (wsproto's) the other; ``--ws`` picks;
+- ``WebSocketCycle``: one connection's ASGI side, as ``RequestResponseCycle`` is one
+  request's: the events the app receives (``websocket.connect``, ``.receive``,
+  ``.disconnect``, at most ``ws_max_queue`` waiting), ``send()`` (``websocket.accept``,
+  ``.send``, ``.close``, ``websocket.http.response.start``/``.body``) and ``run_asgi``.
+
+The spec's rules for an app's mistakes, kept by ``send`` and ``run_asgi``: ``websocket.close``
+before ``websocket.accept`` is a 403 and no handshake; an app that returns or raises before
+accepting (or before its denial response has begun) gets a 500; once accepted, an app that
+raises is closed with 1011 (one that returns, with 1000); a ``send()`` once the client is gone
+raises ``ClientDisconnected``, an ``OSError`` as HTTP's; a message out of order, RuntimeError.
+Backpressure both ways: ``send()`` waits while the write buffer is over its high-water mark
+(``FlowControl.drain``), and the connection stops reading while ``ws_max_queue`` messages wait
+for the app (``reading_paused``; ``receive()`` resumes it).
+
+The connection under it (``WSConnection``: write, drain, the hooks) is
+``websocket_protocol.WSProtocol`` on asyncio.
+
+Spec: ASGI 3.0, WebSocket connection scope and events, spec version 2.4, and the WebSocket
+Denial Response extension (https://asgi.readthedocs.io/en/latest/specs/www.html); RFC 6455
+§4.2.2 (the 101, subprotocols), §7.4 (close codes).
+
+Compare with: uvicorn/protocols/websockets/wsproto_impl.py and websockets_sansio_impl.py
+(``handle_connect``, ``send``, ``receive``, ``run_asgi``); hypercorn/protocol/ws_stream.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
+
+from toyservers import http1, websocket
+from toyservers._types import ASGIApp, Headers, Message, Scope
+from toyservers.access_log import log_request
+from toyservers.asgi import ClientDisconnected
+
+if TYPE_CHECKING:
+    from toyservers.flow_control import FlowControl
+    from toyservers.state import ServerState
+
+logger = logging.getLogger("toyservers.error")
+
+# The ASGI side's states: waiting for the app's answer to the handshake; a denial response
+# under way; accepted; closed (our close frame is out, or the HTTP answer is).
+CONNECTING, RESPONDING, CONNECTED, CLOSED = "connecting", "responding", "connected", "closed"
+DISCONNECT_HTTP = 1006  # what the app's receive() says after an HTTP answer (uvicorn's code)
+
+
+def websocket_scope(scope: Scope, subprotocols: list[str]) -> Scope:
+    """The ``websocket`` scope of the handshake request whose ``http`` scope is ``scope``
+    (ASGI WebSocket spec: ``method`` goes, ``scheme`` is ws or wss, ``subprotocols`` are the
+    offered ones in order, and the denial response is offered as an extension)."""
+    ws_scope = dict(scope, type="websocket", subprotocols=subprotocols,
+                    scheme="wss" if scope["scheme"] == "https" else "ws")
+    del ws_scope["method"]
+    ws_scope["extensions"] = {**scope.get("extensions", {}), "websocket.http.response": {}}
+    return ws_scope
+
+
+def log_handshake(protocol: WSConnection, scope: Scope, status: int) -> None:
+    """The access line of the handshake request, with the status it got (101 when accepted)."""
+    if protocol.access_log:
+        log_request(protocol.client, "GET", scope["raw_path"], scope["query_string"], "1.1",
+                    status)
+
+
+class Engine(Protocol):
+    """A WebSocket implementation after the handshake (``websocket.Connection``'s methods)."""
+
+    close_sent: bool
+
+    def accept(self, subprotocol: str | None, headers: Headers) -> bytes: ...
+    def receive_data(self, data: bytes) -> None: ...
+    def next_event(self) -> websocket.Event | None: ...
+    def send_message(self, data: str | bytes) -> bytes: ...
+    def send_ping(self, payload: bytes) -> bytes: ...
+    def send_pong(self, payload: bytes) -> bytes: ...
+    def send_close(self, code: int | None, reason: str = "") -> bytes: ...
+
+
+class WSConnection(Protocol):
+    """What the cycle needs of the connection under it (``websocket_protocol.WSProtocol``)."""
+
+    state: ServerState
+    client: tuple[str, int] | None
+    flow: FlowControl
+    access_log: bool
+
+    def write(self, data: bytes) -> None: ...
+    def on_accept(self) -> None: ...
+    def on_close_sent(self) -> None: ...
+    def on_response_complete(self) -> None: ...
+    def resume_reading(self) -> None: ...
+
+
+class WebSocketCycle:
+    """One WebSocket connection's ASGI side (see the module docstring).
+
+    The connection hands in what the client does: ``put(data)`` a message, ``disconnect(code,
+    reason)`` its close frame or its loss; it stops reading while ``full`` (setting
+    ``reading_paused``). ``close(code, reason)`` sends our close frame: the app's
+    ``websocket.close``, the end of the app, or a shutdown. ``refuse(status)`` answers the
+    handshake with an HTTP error instead of a 101.
+    """
+
+    __slots__ = ("protocol", "scope", "engine", "max_queue", "state", "queue", "waiter",
+                 "disconnected", "last", "reading_paused", "framer", "task")
+
+    def __init__(self, protocol: WSConnection, scope: Scope, engine: Engine,
+                 max_queue: int) -> None:
+        self.protocol, self.scope, self.engine, self.max_queue = protocol, scope, engine, \
+            max_queue
+        self.state = CONNECTING
+        self.queue: deque[Message] = deque([{"type": "websocket.connect"}])
+        self.waiter: asyncio.Future[None] | None = None  # receive() waiting for an event
+        self.disconnected = False  # the client is gone (or closed): send() raises
+        self.last: Message | None = None  # the websocket.disconnect the app was given
+        self.reading_paused = False  # the connection stopped reading: the queue was full
+        self.framer: http1.ResponseFramer | None = None  # the denial response's
+        self.task: asyncio.Task[None] | None = None
+
+    # --- from the connection ---
+
+    @property
+    def full(self) -> bool:
+        return len(self.queue) >= self.max_queue
+
+    def put(self, data: str | bytes) -> None:
+        """A message from the client; dropped once the app has closed (it waits for none)."""
+        if self.state is CONNECTED:
+            key = "text" if isinstance(data, str) else "bytes"
+            self.queue.append({"type": "websocket.receive", key: data})
+            self.wake()
+
+    def disconnect(self, code: int, reason: str = "") -> None:
+        """The client closed (``code`` from its close frame) or is gone (1006); the app's
+        receive() says ``websocket.disconnect`` (once: not again after the app's own close)."""
+        if not self.disconnected:
+            self.disconnected = True
+            if self.state is not CLOSED:
+                self.queue.append({"type": "websocket.disconnect", "code": code,
+                                   "reason": reason})
+            self.wake()
+
+    async def wait(self) -> None:
+        """Wait for ``wake()`` (an event came). A server on another I/O model than asyncio's
+        overrides both, and ``start_task`` (toy-anyio: an anyio Event, its task group)."""
+        self.waiter = asyncio.get_running_loop().create_future()
+        await self.waiter
+        self.waiter = None
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- the ASGI interface ---
+
+    async def receive(self) -> Message:
+        """The next event: ``websocket.connect`` first, then ``websocket.receive`` messages,
+        then ``websocket.disconnect`` (again on every later call: the app never hangs)."""
+        while not self.queue:
+            if self.last is not None:
+                return self.last
+            await self.wait()
+        message = self.queue.popleft()
+        if message["type"] == "websocket.disconnect":
+            self.last = message
+        if self.reading_paused:  # room again: the connection reads on
+            self.reading_paused = False
+            self.protocol.resume_reading()
+        return message
+
+    async def send(self, message: Message) -> None:
+        """Act on one of the app's messages (see the module docstring for the rules).
+
+        Raises ClientDisconnected once the client is gone, RuntimeError for a message out of
+        order or a subprotocol the client did not offer, http1.ResponseError for a header or
+        status ``check_response`` refuses, TypeError or ValueError for bad message fields."""
+        protocol = self.protocol
+        if protocol.flow.write_paused and not self.disconnected:
+            await protocol.flow.drain()
+        if self.disconnected:
+            raise ClientDisconnected("the client has disconnected")
+        kind, state = message["type"], self.state
+        if state is CONNECTED and kind == "websocket.send":
+            text, data = message.get("text"), message.get("bytes")
+            if text is None:  # "Exactly one of bytes or text must be non-None"
+                text = data
+            elif data is not None:
+                text = None
+            if not isinstance(text, (str, bytes)):
+                raise TypeError("websocket.send takes one of 'text' (str) or 'bytes' (bytes)")
+            protocol.write(self.engine.send_message(text))
+        elif state is CONNECTED and kind == "websocket.close":
+            self.close(message.get("code", websocket.NORMAL), message.get("reason") or "")
+        elif state is CONNECTING and kind == "websocket.accept":
+            self.accept(message.get("subprotocol"), message.get("headers", ()))
+        elif state is CONNECTING and kind == "websocket.close":
+            self.refuse(403)  # ASGI: "the server must close the connection with a HTTP 403"
+        elif state is CONNECTING and kind == "websocket.http.response.start":
+            self.framer = framer = http1.ResponseFramer(False, False, keep_alive=False)
+            framer.start(message["status"], message.get("headers", ()),
+                         protocol.state.default_headers, protocol.state.default_headers_bytes)
+            self.state = RESPONDING
+            log_handshake(protocol, self.scope, framer.status)
+        elif state is RESPONDING and kind == "websocket.http.response.body":
+            assert self.framer is not None
+            more_body = message.get("more_body", False)
+            protocol.write(self.framer.body(message.get("body", b""), more_body))
+            if not more_body:
+                self.end_http()
+        else:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} in state {state!r}")
+
+    def accept(self, subprotocol: str | None, headers: Any) -> None:
+        """The 101 (RFC 6455 §4.2.2): the subprotocol must be one the client offered, the
+        headers pass ``check_response`` (the handshake's own fields are the server's)."""
+        if subprotocol is not None and subprotocol not in self.scope["subprotocols"]:
+            raise RuntimeError(f"subprotocol {subprotocol!r} was not offered by the client")
+        state = self.protocol.state
+        fields = http1.check_response(200, headers, state.default_headers)  # ResponseError
+        names = fields.lines[::4]
+        if fields.content_length is not None or any(n.startswith(b"sec-websocket-")
+                                                    for n in names):
+            raise http1.ResponseError("Content-Length and Sec-WebSocket-* are the server's")
+        self.protocol.write(self.engine.accept(subprotocol, list(zip(names, fields.lines[2::4],
+                                                                     strict=True))))
+        self.state = CONNECTED
+        log_handshake(self.protocol, self.scope, 101)
+        self.protocol.on_accept()
+
+    def close(self, code: int, reason: str = "") -> None:
+        """Send our close frame (ValueError for a code no frame may carry: RFC 6455 §7.4); the
+        app's receive() says ``websocket.disconnect`` with it; the client's answer is awaited
+        (``on_close_sent``)."""
+        self.protocol.write(self.engine.send_close(code, reason))
+        self.state = CLOSED
+        if not self.disconnected:
+            self.queue.append({"type": "websocket.disconnect", "code": code, "reason": reason})
+            self.wake()
+        self.protocol.on_close_sent()
+
+    def refuse(self, status: int) -> None:
+        """Answer the handshake with ``status`` (403, 500, 503) instead of a 101, and close."""
+        self.protocol.write(http1.error_response(status,
+                                                 self.protocol.state.default_headers_bytes))
+        log_handshake(self.protocol, self.scope, status)
+        self.end_http()
+
+    def end_http(self) -> None:
+        """An HTTP answer to the handshake is out: the app's receive() says disconnect."""
+        self.disconnect(DISCONNECT_HTTP)
+        self.state = CLOSED
+        self.protocol.on_response_complete()
+
+    async def run_asgi(self, app: ASGIApp) -> None:
+        """Run the app; nothing it raises leaves this Task. What it left undone is finished
+        here: an unanswered handshake gets a 500 (a denial response cut short: a close), an
+        accepted WebSocket a close frame, 1011 after an exception, else 1000."""
+        failed = False
+        try:
+            result = await app(self.scope, self.receive, self.send)  # type: ignore[func-returns-value]
+        except ClientDisconnected:
+            logger.debug("client %s went away from its WebSocket", self.protocol.client)
+        except BaseException as exc:  # SystemExit too: one app must not stop the server
+            logger.error("Exception in ASGI application", exc_info=exc)
+            failed = True
+        else:
+            if result is not None:
+                logger.error("ASGI callable should return None, but returned %r", result)
+        finally:
+            self.protocol.state.tasks.discard(self.task)
+        if self.disconnected:
+            return
+        if self.state is CONNECTING or self.state is RESPONDING:
+            if not failed:
+                logger.error("ASGI callable returned without answering the WebSocket handshake")
+            if self.framer is not None and self.framer.head_sent:
+                self.state = CLOSED
+                self.protocol.on_response_complete()  # no valid answer is left: close
+            else:
+                self.refuse(500)
+        elif self.state is CONNECTED:
+            self.close(websocket.INTERNAL_ERROR if failed else websocket.NORMAL)
+
+    def start_task(self, app: ASGIApp) -> None:
+        """Run the app in its own Task, kept in ``state.tasks`` (see asgi.RequestResponseCycle)."""
+        self.task = task = asyncio.get_running_loop().create_task(self.run_asgi(app))
+        if not task.done():
+            self.protocol.state.tasks.add(task)
