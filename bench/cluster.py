@@ -23,9 +23,9 @@ Four scenarios (``--scenarios``), each a table:
 Where things run (:func:`place`): wrk on ``--wrk-cpu``, the proxy on ``--server-cpu``, the
 backends on the remaining CPUs, one each in turn; on a machine with only two, the backends
 share the proxy's CPU: CPU 0 is then the whole "server side" (proxy and backends), CPU 1 the
-client, so a row's µs added is what the hop costs that one core per request, the proxy's work
-and the backends' extra work (a connection per request without keep-alive, the forwarding
-headers) together. The direct row's backend runs on the proxy's CPU.
+client, and a row's CPU µs added is what the hop costs that core per request: the proxy's
+work and the backend's extra work (a connection per request without keep-alive, the
+forwarding headers) together. The direct row's backend runs on the proxy's CPU.
 
 Left out: WebSocket through the proxies (not measured yet), and backends in network
 namespaces with ``tc netem`` delays (the report says both).
@@ -140,7 +140,7 @@ def place(pinning: Pinning, usable: list[int], backends: int) -> Placement:
             f"backends on CPU {shown}")
     if not rest:
         text += (f" (only {len(usable)} usable cores: the proxy and every backend share one, "
-                 "so a hop's µs added is what it costs that core per request)")
+                 "the server side's)")
     return Placement(pinning.load_cpu, pinning.server_cpu, cpus, text)
 
 
