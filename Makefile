@@ -1,5 +1,6 @@
 # Every target bootstraps .venv (idempotently) and the system tools it needs.
-#   make layers ARGS="--duration 5"   the main job: bench layers (ARGS=--wsgi adds bjoern)
+#   make layers ARGS="--duration 5"   the main job: bench layers (ARGS=--wsgi adds bjoern;
+#                                     ARGS="--count instructions" counts under valgrind)
 #   make test                         the whole test suite (what CI runs)
 #   make docs / make serve-docs       the tutorial site
 #   make lesson-results               regenerate the figures the pages include (lessons/results/)
@@ -41,7 +42,11 @@ h2spec:
 
 # With --wsgi in ARGS: bjoern too, built from source against libev. A failed build is not an
 # error: bench layers then skips bjoern's rows with a note.
+# With --count in ARGS (--count instructions): valgrind, whose callgrind counts the instructions.
 layers: $(STAMP) tools
+ifneq ($(findstring --count,$(ARGS)),)
+	@$(TOOLS) valgrind
+endif
 ifneq ($(findstring --wsgi,$(ARGS)),)
 	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
 		|| echo "note: bjoern could not be installed: its rows will be skipped" >&2
@@ -56,8 +61,8 @@ h2load:
 
 # bench h2 drives h2load besides wrk; bench servers needs redis-server; bench cluster nginx and
 # haproxy (installed without starting their system services, then run unprivileged); bench
-# load's bjoern rows need bjoern (built against libev; a failed build is not an error: its
-# rows are then skipped with the reason).
+# profile --profiler callgrind needs valgrind; bench load's bjoern rows need bjoern (built
+# against libev; a failed build is not an error: its rows are then skipped with the reason).
 bench: $(STAMP) tools
 ifneq ($(filter h2,$(ARGS)),)
 	@$(TOOLS) h2load
@@ -67,6 +72,9 @@ ifneq ($(filter cluster,$(ARGS)),)
 endif
 ifneq ($(filter servers,$(ARGS)),)
 	@$(TOOLS) redis-server
+endif
+ifneq ($(filter callgrind,$(ARGS)),)
+	@$(TOOLS) valgrind
 endif
 ifneq ($(filter load,$(ARGS)),)
 	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
@@ -100,9 +108,20 @@ lesson-results: $(STAMP) tools
 # ephemeral ports and servers, and 2 workers halve the wall time on a 2-core machine.
 # TEST_JOBS=0 runs it in one process.
 TEST_JOBS ?= 2
+# valgrind, for the instruction-count regression test (tests/test_instruction_counts.py): it
+# runs on Linux only, where the test must run; elsewhere that test skips.
+VALGRIND := $(if $(filter Linux,$(shell uname -s)),valgrind)
 test: $(STAMP)
-	@$(TOOLS) wrk curl chromium redis-server nginx haproxy
+	@$(TOOLS) wrk curl chromium redis-server nginx haproxy $(VALGRIND)
 	$(PY) -m pytest -n $(TEST_JOBS) $(ARGS)
+
+# The committed baselines of tests/test_instruction_counts.py (instructions per request of
+# each toy server over bare's), counted again on this machine. Run it after a deliberate
+# change to a server's cost, and commit tests/instruction_baselines.json.
+.PHONY: instruction-baselines
+instruction-baselines: $(STAMP)
+	@$(TOOLS) valgrind
+	$(PY) -m tests.test_instruction_counts
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check toyservers apps bench tests scripts lessons

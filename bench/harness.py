@@ -137,6 +137,10 @@ def decide_pinning(method: Method, usable: list[int], *, client: str = "wrk",
     if not method.pin:
         return Pinning(None, None, f"not pinned (--no-pin): server and {client} share every "
                                    "core")
+    if not hasattr(os, "sched_setaffinity"):  # Linux-only: not on macOS
+        return Pinning(None, None, f"not pinned: this system cannot pin a process to a CPU "
+                                   f"(no sched_setaffinity), so server and {client} share "
+                                   "every core")
     if len(usable) < 2:
         return Pinning(None, None, f"not pinned: only {len(usable)} usable core, so server "
                                    f"and {client} share it (figures are lower than on 2+ "
@@ -155,10 +159,12 @@ def decide_pinning(method: Method, usable: list[int], *, client: str = "wrk",
 @contextmanager
 def kept_on(cpu: int | None) -> Iterator[None]:
     """Run ``bench`` itself (its RSS sampler, the check requests) on ``cpu`` meanwhile, off
-    the server's CPU; nothing changes when ``cpu`` is None."""
+    the server's CPU; nothing changes when ``cpu`` is None or the system cannot pin."""
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
     affinity = os.sched_getaffinity(0)
-    if cpu is not None:
-        os.sched_setaffinity(0, {cpu})
+    os.sched_setaffinity(0, {cpu})
     try:
         yield
     finally:

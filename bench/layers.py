@@ -396,6 +396,12 @@ def command(
     output: Annotated[Path | None, typer.Option(
         help="Folder for results.json, results.md and layers.png "
              "[default: results/layers-<timestamp>]")] = None,
+    count: Annotated[str, typer.Option(
+        help="time: wrk's requests per second; instructions: instructions per request "
+             "counted under valgrind's callgrind (Linux), the same within 0.3 % from run to "
+             "run on one machine, busy or not (bench/instructions.py).")] = "time",
+    requests: Annotated[int, typer.Option(
+        min=1, help="With --count instructions: requests counted per row.")] = 1000,
 ) -> None:
     """The cost of each layer: raw asyncio, an ASGI server, Starlette and FastAPI under wrk
     (with --wsgi: WSGI servers and Flask too)."""
@@ -406,6 +412,11 @@ def command(
                         wsgi=wsgi, wsgi_threads=wsgi_threads, pin=pin,
                         server_cpu=server_cpu, load_cpu=wrk_cpu, host=host, port=port)
     out = output if output is not None else report.default_output("layers")
+    if count != "time":
+        from bench import instructions  # it imports this module
+
+        instructions.command(count, settings, requests, out)
+        return
     with user_mistakes(errors):
         validate_servers([settings.server, *settings.compare])
         validate_layers(settings.compare_layers)

@@ -34,7 +34,10 @@ def cpu_model() -> str:
 
 
 def usable_cpus() -> list[int]:
-    """The CPUs this process may run on (its affinity mask), sorted."""
+    """The CPUs this process may run on (its affinity mask), sorted; every CPU where the
+    system has no affinity masks (``os.sched_getaffinity`` is Linux-only: not on macOS)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return list(range(os.cpu_count() or 1))
     return sorted(os.sched_getaffinity(0))
 
 

@@ -153,7 +153,7 @@ class ServerProcess:
     def launch(self) -> None:
         """Start the process and return at once (several servers can then start together)."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}
-        cpu = self.cpu
+        cpu = self.cpu if hasattr(os, "sched_setaffinity") else None  # Linux-only
 
         def pin() -> None:
             if cpu is not None:

@@ -17,6 +17,14 @@ subprocess writes its report before it exits. The folder (``--output``, default
 ``results.json``                the command, machine, versions, and wrk's summary
 ==============================  ==========================================================
 
+``--profiler callgrind`` counts instead of timing, and needs no wrk: the layer's server runs
+under valgrind's callgrind exactly as one row of ``bench layers --count instructions``
+(:func:`bench.instructions.count_server`: start-up and warm-up excluded, 1000 requests
+counted), and the folder holds ``callgrind.out.1`` (the dump of the requests' window;
+``callgrind.out.2`` is as long a time idle) and ``profile.txt``
+(``callgrind_annotate``'s functions by inclusive and by self instructions, per C function:
+the interpreter, httptools, uvloop, libc; Python code shows as the interpreter's eval loop).
+
 How the subprocess profiles: ``python -m bench.profile --child ...`` imports the app first,
 so import time stays out of the report, then starts the profiler (pyinstrument's
 ``Profiler`` or ``cProfile.Profile``) around the server's blocking run: ``uvicorn.run``, a
@@ -34,6 +42,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,18 +70,20 @@ from bench.harness import (
     kept_on,
     load_generator,
 )
-from bench.layers import APPS
+from bench.instructions import REQUESTS, count_server, find_callgrind
+from bench.layers import APPS, server_argv
 from bench.loadgen import Load, LoadGenerator
 from bench.machine import usable_cpus
 from bench.process import ServerProcess, ServerStartError, free_port, kill_tree
-from bench.profile_report import report_files, write_pyinstrument
+from bench.profile_report import report_files, write_callgrind, write_pyinstrument
 from bench.rounds import run_once
+from bench.rows import RowPlan
 from bench.wrk import POST_JSON
 from toyservers.registry import SERVERS
 
 #: Every layer ``bench layers`` measures in Python (axum is not Python: nothing to profile).
 LAYERS = ("asyncio", "asgi", "starlette", "fastapi")
-PROFILERS = ("pyinstrument", "cprofile")
+PROFILERS = ("pyinstrument", "cprofile", "callgrind")
 #: The asyncio layer's own server: ``apps/raw_user.py`` is its own server.
 RAW = "raw"
 DEFAULT_SERVER = "uvicorn"
@@ -317,6 +328,46 @@ def profile(target: Target, profiler: str, *, duration: int, connections: int, t
     return data
 
 
+def callgrind_profile(target: Target, *, host: str, out: Path, console: Console
+                      ) -> dict[str, Any]:
+    """Count ``target`` as ``bench layers --count instructions`` counts a row
+    (:func:`bench.instructions.count_server`, :data:`bench.instructions.REQUESTS` requests),
+    write ``profile.txt`` (:func:`bench.profile_report.write_callgrind`) beside the dump, and
+    return results.json's content.
+
+    Raises:
+        UsageProblem: no valgrind on Linux.
+        RuntimeError: the server did not start or answer, or callgrind failed.
+    """
+    callgrind = find_callgrind()
+    annotate = shutil.which("callgrind_annotate")
+    if annotate is None:
+        raise UsageProblem("callgrind_annotate is missing: it comes with valgrind")
+    check_port(host, 0)
+    port = free_port(host)
+    argv = server_argv(RowPlan(target.layer, target.server, target.app, ""), host, port, None)
+    dump = out / "callgrind.out"
+    started = datetime.now(UTC)
+    with console.status(f"{target.layer} on {target.server}: {REQUESTS:,} requests under "
+                        "callgrind"):
+        windows = count_server(callgrind, argv, port, host=host, requests=REQUESTS,
+                               dump=dump, log_path=out / "server.log")
+    dump.unlink(missing_ok=True)  # the whole run's, written at exit
+    files = write_callgrind(dump.with_name("callgrind.out.1"), out, annotate, windows.busy,
+                            REQUESTS)
+    return {
+        "experiment": "profile", "date": started.isoformat(timespec="seconds"),
+        "command": invocation(), "layer": target.layer, "server": target.server,
+        "app": target.app, "profiler": {"name": "callgrind", "version": callgrind.version()},
+        "server_command": windows.command, "requests": REQUESTS,
+        "busy_instructions": windows.busy, "idle_instructions": windows.idle,
+        "window_s": windows.seconds,
+        "instructions_per_request": round(windows.requests_only / REQUESTS, 1),
+        **environment(),
+        "files": [p.name for p in files] + ["callgrind.out.1", "callgrind.out.2"],
+    }
+
+
 def command(
     layer: Annotated[str, typer.Option(help=f"Layer to profile: {', '.join(LAYERS)}.")
                      ] = "fastapi",
@@ -324,8 +375,9 @@ def command(
         help=f"Server under the layer: {', '.join(PROFILABLE)} [default: uvicorn; raw for "
              "asyncio]")] = None,
     duration: Annotated[int, typer.Option(min=1, help="Seconds of wrk load.")] = 5,
-    profiler: Annotated[str, typer.Option(help="pyinstrument (sampling) or cprofile "
-                                               "(tracing).")] = "pyinstrument",
+    profiler: Annotated[str, typer.Option(
+        help="pyinstrument (sampling), cprofile (tracing) or callgrind (instructions per C "
+             f"function over {REQUESTS:,} requests; valgrind, Linux).")] = "pyinstrument",
     connections: options.Connections = 10,
     threads: options.Threads = 1,
     pin: options.Pin = True,
@@ -340,13 +392,19 @@ def command(
     console, errors = consoles()
     try:
         target = resolve(layer, server, profiler)
-        generator = load_generator("wrk")
+        if profiler == "callgrind":
+            find_callgrind()
+        else:
+            generator = load_generator("wrk")
         out = output if output is not None else report.default_output(
             f"profile-{target.layer}-{target.server}")
         report.prepare_output(out)
-        data = profile(target, profiler, duration=duration, connections=connections,
-                       threads=threads, pin=pin, host=host, html=html, out=out.resolve(),
-                       console=console, generator=generator)
+        if profiler == "callgrind":
+            data = callgrind_profile(target, host=host, out=out.resolve(), console=console)
+        else:
+            data = profile(target, profiler, duration=duration, connections=connections,
+                           threads=threads, pin=pin, host=host, html=html, out=out.resolve(),
+                           console=console, generator=generator)
     except (UsageProblem, report.OutputError) as exc:
         errors.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
@@ -354,10 +412,14 @@ def command(
         errors.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
     report.write_json(out / "results.json", data)
-    summary = data["wrk"]["summary"]
-    console.print(f"{target.layer} on {target.server} under {profiler}: "
-                  f"{summary['requests']:,} requests in {duration} s, "
-                  f"{sum(summary['errors'].values())} errors")
+    if profiler == "callgrind":
+        console.print(f"{target.layer} on {target.server} under callgrind: "
+                      f"{data['instructions_per_request']:,.0f} instructions per request")
+    else:
+        summary = data["wrk"]["summary"]
+        console.print(f"{target.layer} on {target.server} under {profiler}: "
+                      f"{summary['requests']:,} requests in {duration} s, "
+                      f"{sum(summary['errors'].values())} errors")
     console.print("wrote " + ", ".join(str(out / name) for name in
                                        [*data["files"], "results.json"]))
 

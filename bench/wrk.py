@@ -133,7 +133,8 @@ def run_wrk(argv: list[str], *, body: bytes, cpu: int | None = None,
     os.close(handle)
     path = Path(name)
     env = {**os.environ, "BENCH_WRK_JSON": str(path), "BENCH_WRK_BODY": body.decode()}
-    pin = cpu is not None and Path(argv[0]).name != "taskset"
+    pin = cpu is not None and Path(argv[0]).name != "taskset" and \
+        hasattr(os, "sched_setaffinity")  # Linux-only
 
     def affinity() -> None:
         if cpu is not None:

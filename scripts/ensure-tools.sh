@@ -4,7 +4,8 @@
 # otherwise we stop with one line saying what to install.
 # Two names are build inputs rather than commands: `libev` (the headers bjoern compiles
 # against, checked as ev.h) and `cc` (a C compiler).
-#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc chromium nginx haproxy
+#   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc chromium valgrind
+#          nginx haproxy
 #
 # nginx and haproxy (for `bench cluster`) are servers: Debian's packages start a system daemon
 # on port 80 (nginx) or with /etc/haproxy's config as they install. bench runs both
@@ -41,6 +42,7 @@ package_for() {
         libev) echo libev-dev ;;
         cc) echo gcc ;;
         chromium) echo chromium ;;
+        valgrind) echo valgrind ;;
         *) echo "$1" ;;
     esac
 }

@@ -35,6 +35,7 @@ from bench.layers import (
     write_outputs,
 )
 from bench.loadgen import RunSummary
+from bench.machine import usable_cpus
 from bench.process import ServerProcess, free_port
 from bench.rounds import Measurement, RssSampler, Run
 from bench.stats import SPREAD_LIMIT, comparison_columns, paired, summarize, us_per_request
@@ -398,7 +399,7 @@ def test_cli_port_in_use_is_one_line(tmp_path: Path) -> None:
 
 
 @needs_wrk
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs 2 usable CPUs")
+@pytest.mark.skipif(len(usable_cpus()) < 2, reason="pinning needs 2 usable CPUs")
 def test_cli_unusable_cpu_is_one_line(tmp_path: Path) -> None:
     out = run_cli("layers", "--server-cpu", "999", "--output", str(tmp_path))
     assert out.returncode == 2
