@@ -59,13 +59,16 @@ test: h2load
 h2load:
 	@$(TOOLS) h2load
 
-# bench h2 drives h2load besides wrk; bench servers needs redis-server; bench profile
-# --profiler callgrind needs valgrind; bench load's bjoern
-# rows need bjoern (built against libev; a failed build is not an error: its rows are then
-# skipped with the reason).
+# bench h2 drives h2load besides wrk; bench servers needs redis-server; bench cluster nginx and
+# haproxy (installed without starting their system services, then run unprivileged); bench
+# profile --profiler callgrind needs valgrind; bench load's bjoern rows need bjoern (built
+# against libev; a failed build is not an error: its rows are then skipped with the reason).
 bench: $(STAMP) tools
 ifneq ($(filter h2,$(ARGS)),)
 	@$(TOOLS) h2load
+endif
+ifneq ($(filter cluster,$(ARGS)),)
+	@$(TOOLS) nginx haproxy
 endif
 ifneq ($(filter servers,$(ARGS)),)
 	@$(TOOLS) redis-server
@@ -81,11 +84,12 @@ endif
 
 # The figures the pages include: every folder of lessons/results/ is written by one line below,
 # and its results.json records that line's command (tests/test_page_bench_commands.py checks
-# that they agree). About 45 minutes of load and every tool (h2load, redis-server, bjoern for
+# that they agree). About 50 minutes of load and every tool (h2load, redis-server, nginx and
+# haproxy, bjoern for
 # bench load's rows, cargo for the axum row); run it on a quiet machine before a release and
 # commit the folders. A reader's own runs, the pages' commands, write under results/ instead.
 lesson-results: $(STAMP) tools
-	@$(TOOLS) h2load redis-server
+	@$(TOOLS) h2load redis-server nginx haproxy
 	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
 		|| echo "note: bjoern could not be installed: its rows will be skipped" >&2
 	$(VENV)/bin/bench layers --compare toy-raw,toy-h11,toy-httptools,uvicorn-h11 --output lessons/results/layers
@@ -99,6 +103,7 @@ lesson-results: $(STAMP) tools
 	$(VENV)/bin/bench load --duration 3 --runs 3 --warmup 1 --output lessons/results/load
 	$(VENV)/bin/bench concurrency --slow 1 --output lessons/results/concurrency
 	$(VENV)/bin/bench workers --concurrency 1,10,40 --duration 3 --runs 3 --output lessons/results/workers
+	$(VENV)/bin/bench cluster --duration 5 --runs 3 --warmup 1 --output lessons/results/cluster
 	$(VENV)/bin/bench conformance --output lessons/results/conformance
 
 # The suite runs on two processes (pytest-xdist), one per core: every test uses its own
@@ -109,7 +114,7 @@ TEST_JOBS ?= 2
 # runs on Linux only, where the test must run; elsewhere that test skips.
 VALGRIND := $(if $(filter Linux,$(shell uname -s)),valgrind)
 test: $(STAMP)
-	@$(TOOLS) wrk curl chromium redis-server $(VALGRIND)
+	@$(TOOLS) wrk curl chromium redis-server nginx haproxy $(VALGRIND)
 	$(PY) -m pytest -n $(TEST_JOBS) $(ARGS)
 
 # The committed baselines of tests/test_instruction_counts.py (instructions per request of

@@ -146,6 +146,12 @@ class ServerProcess:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> None:
+        """:meth:`launch`, then :meth:`wait_ready`."""
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process and return at once (several servers can then start together)."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}
         cpu = self.cpu if hasattr(os, "sched_setaffinity") else None  # Linux-only
 
@@ -158,6 +164,15 @@ class ServerProcess:
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=self.cwd, env=env, preexec_fn=pin if cpu is not None else None,
             )
+
+    def wait_ready(self) -> None:
+        """Wait until the launched server accepts a connection.
+
+        Raises:
+            ServerStartError: it exited or did not listen within ``startup_timeout`` seconds
+                (it is stopped; the message ends with its log tail).
+        """
+        assert self.proc is not None, "wait_ready before launch"
         try:
             wait_for_port(self.host, self.port, self.startup_timeout, self.proc)
         except (TimeoutError, ChildProcessError) as exc:

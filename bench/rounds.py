@@ -21,6 +21,8 @@ next run pay for the last one's leftovers.
 Each run records what the load generator saw, the peak RSS of the server's process tree
 (:class:`RssSampler`) and the tree's CPU time over the run (user + system,
 :func:`bench.process.tree_cpu_seconds`), so CPU µs per request is ``cpu_seconds / requests``.
+A contender may name ``companions``: processes outside its tree that serve its requests too
+(``bench cluster``: the backends behind a proxy), whose CPU time is recorded beside it.
 
 A failure at any step ends that row as ``failed`` with the reason and the server's log tail
 (:class:`Measurement`); the other rows go on. Ports: a free one per server, or, with a fixed
@@ -34,13 +36,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from bench.harness import LOG_LINES, Method, Pinning, check_echo
 from bench.loadgen import Load, LoadGenerator, LoadGenError, RunSummary
 from bench.process import ServerProcess, ServerStartError, free_port, tree_cpu_seconds, tree_rss
 
 RunKind = Literal["warmup", "measured"]
+T = TypeVar("T")
 Status = Literal["ok", "failed", "skipped"]
 
 
@@ -92,6 +95,8 @@ class Run:
         cpu_seconds: user + system CPU time of the server's process tree over the run, s.
         round: which round (0-based) a measured run belongs to; None for a warm-up.
         error: why the run failed, else None.
+        companion_cpu_seconds: the same for the contender's companions (their trees added
+            up), s; None when it has none.
     """
 
     kind: RunKind
@@ -101,6 +106,7 @@ class Run:
     cpu_seconds: float | None = None
     round: int | None = None
     error: str | None = None
+    companion_cpu_seconds: float | None = None
 
     @property
     def cpu_us_per_request(self) -> float | None:
@@ -109,8 +115,20 @@ class Run:
             return None
         return self.cpu_seconds * 1e6 / self.summary.requests
 
+    @property
+    def companion_cpu_us_per_request(self) -> float | None:
+        """The companions' CPU µs per completed request over this run (None without them)."""
+        if self.companion_cpu_seconds is None or self.summary is None or \
+                self.summary.requests <= 0:
+            return None
+        return self.companion_cpu_seconds * 1e6 / self.summary.requests
+
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready: the fields, the summary expanded, and ``cpu_us_per_request``."""
+        """JSON-ready: the fields, the summary expanded, ``cpu_us_per_request``, and the
+        companions' two when there are companions."""
+        companions = {} if self.companion_cpu_seconds is None else {
+            "companion_cpu_seconds": self.companion_cpu_seconds,
+            "companion_cpu_us_per_request": self.companion_cpu_us_per_request}
         return {
             "kind": self.kind,
             "round": self.round,
@@ -120,6 +138,7 @@ class Run:
             "cpu_seconds": self.cpu_seconds,
             "cpu_us_per_request": self.cpu_us_per_request,
             "error": self.error,
+            **companions,
         }
 
 
@@ -180,16 +199,24 @@ class NoProgress:
 
 
 def run_once(generator: LoadGenerator, url: str, load: Load, *, kind: RunKind, pid: int,
-             cpu: int | None, round_index: int | None = None) -> Run:
+             cpu: int | None, round_index: int | None = None,
+             companions: Sequence[int] | None = None) -> Run:
     """One run of ``generator`` on ``url`` while sampling the RSS and the CPU time of process
-    tree ``pid``. A failed run comes back with ``error`` set and no summary; it never raises.
+    tree ``pid`` (and the CPU time of the ``companions``' trees, when given). A failed run comes
+    back with ``error`` set and no summary; it never raises.
     """
     run = Run(kind, generator.command(url, load, cpu=cpu), round=round_index)
+
+    def companion_cpu() -> float:
+        return sum(tree_cpu_seconds(other) for other in companions or ())
+
     try:
-        before = tree_cpu_seconds(pid)
+        before, others = tree_cpu_seconds(pid), companion_cpu()
         with RssSampler(pid) as sampler:
             run.summary = generator.run(url, load, cpu=cpu)
         run.cpu_seconds = max(tree_cpu_seconds(pid) - before, 0.0)
+        if companions is not None:
+            run.companion_cpu_seconds = max(companion_cpu() - others, 0.0)
         run.rss_peak_bytes = sampler.peak
     except LoadGenError as exc:
         run.error = str(exc)
@@ -214,6 +241,9 @@ class Contender:
         cwd, env: the server's folder, and variables added to its environment.
         fresh: a new server (and warm-up) for each round instead of one for all of them.
         port: listen on this port rather than one the rounds choose.
+        companions: the pids of processes outside the server's tree that serve its requests
+            too (backends behind a proxy), asked before each run; their CPU time is recorded
+            as ``Run.companion_cpu_seconds``.
     """
 
     label: str
@@ -226,6 +256,7 @@ class Contender:
     env: dict[str, str] | None = None
     fresh: bool = False
     port: int | None = None
+    companions: Callable[[], Sequence[int]] | None = None
 
 
 def steps(contender: Contender, method: Method) -> int:
@@ -298,8 +329,10 @@ class Slot:
         """One run on the running server; False (the row failed) when it failed."""
         assert self.server is not None, "run before start"
         url = f"http://{self.method.host}:{self.server.port}/"
+        companions = self.contender.companions
         run = run_once(self.contender.generator, url, load, kind=kind, pid=self.server.pid,
-                       cpu=self.pinning.load_cpu, round_index=round_index)
+                       cpu=self.pinning.load_cpu, round_index=round_index,
+                       companions=companions() if companions is not None else None)
         self.measurement.runs.append(run)
         if run.error is not None:
             self.fail(f"{self.contender.generator.name} failed: {run.error}")
@@ -324,7 +357,7 @@ class Slot:
             self.server = None
 
 
-def rotated(items: Sequence[Slot], by: int) -> list[Slot]:
+def rotated(items: Sequence[T], by: int) -> list[T]:
     """``items`` starting at index ``by`` (modulo their number), wrapping round."""
     if not items:
         return []

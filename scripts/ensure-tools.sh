@@ -5,6 +5,14 @@
 # Two names are build inputs rather than commands: `libev` (the headers bjoern compiles
 # against, checked as ev.h) and `cc` (a C compiler).
 #   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc chromium valgrind
+#          nginx haproxy
+#
+# nginx and haproxy (for `bench cluster`) are servers: Debian's packages start a system daemon
+# on port 80 (nginx) or with /etc/haproxy's config as they install. bench runs both
+# unprivileged from its own config instead, so the install runs with a policy-rc.d that
+# refuses every service start (the Debian policy interface, exit status 101: "action
+# forbidden"), removed afterwards unless one was already there; a daemon that started anyway
+# is stopped, and the service is disabled so that it does not start at the next boot.
 set -euo pipefail
 
 # `h2spec` (the HTTP/2 conformance tool, github.com/summerwind/h2spec) is no apt package: it is
@@ -43,8 +51,27 @@ present() {
     case "$1" in
         h2spec) command -v h2spec >/dev/null 2>&1 || [ -x "$(go env GOPATH 2>/dev/null)/bin/h2spec" ] ;;
         libev) [ -e /usr/include/ev.h ] || [ -e /usr/local/include/ev.h ] ;;
+        nginx | haproxy) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] ;;
         *) command -v "$1" >/dev/null 2>&1 ;;
     esac
+}
+
+# A server package installed here is for bench: stop a daemon it started despite the policy
+# (by the pid its pidfile names, and only when that process is the daemon in question: a stale
+# pidfile names someone else), and keep it from starting at the next boot, which the package
+# enabled. Nothing is done to a package that was installed before.
+quiet_service() {
+    local name=$1 pidfile=$2 pid
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        systemctl disable --now --quiet "$name" 2>/dev/null || true
+    elif command -v update-rc.d >/dev/null 2>&1; then
+        update-rc.d "$name" disable >/dev/null 2>&1 || true
+    fi
+    [ -r "$pidfile" ] || return 0
+    pid=$(head -n1 "$pidfile" | tr -dc 0-9)
+    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 0
+    echo "stopping the system $name daemon (pid $pid) the package started" >&2
+    kill "$pid"
 }
 
 missing=()
@@ -63,8 +90,20 @@ for tool in "${missing[@]}"; do packages+=("$(package_for "$tool")"); done
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${packages[*]} with apt-get (for ${missing[*]})" >&2
     export DEBIAN_FRONTEND=noninteractive
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# no service starts while scripts/ensure-tools.sh installs\nexit 101\n' \
+            >"$policy"
+        chmod 755 "$policy"
+        trap 'rm -f "$policy"' EXIT
+    fi
     apt-get update -qq >/dev/null
-    apt-get install -y -qq "${packages[@]}" >/dev/null
+    apt-get install -y -qq -o DPkg::Lock::Timeout=300 "${packages[@]}" >/dev/null
+    for tool in "${missing[@]}"; do
+        case "$tool" in
+            nginx | haproxy) quiet_service "$tool" "/run/$tool.pid" ;;
+        esac
+    done
     for tool in "${missing[@]}"; do
         present "$tool" || { echo "error: apt-get installed ${packages[*]} but '$tool' is still missing" >&2; exit 1; }
     done

@@ -46,9 +46,12 @@ def run_exercise(directory: Path, impl: str, *, as_make_does: bool = False
 def test_there_is_an_exercise_per_written_lesson() -> None:
     names = [p.name for p in EXERCISES]
     assert len(names) >= 3, names
-    numbered = [n for n in names if re.match(r"\d\d-", n)]  # 03b-event-loop sits between 3, 4
-    assert [n[:3] for n in numbered] == [f"{i:02d}-" for i in range(1, len(numbered) + 1)], names
     assert all(re.match(r"\d\d[a-z]?-", n) for n in names), names
+    # numbered as their pages (03b-event-loop sits between 3 and 4; a lesson still being
+    # written on its own branch leaves a gap in both)
+    pages = [p.name for p in (ROOT / "lessons").glob("*.md") if re.match(r"\d\d[a-z]?-", p.name)]
+    assert sorted(n.split("-")[0] for n in names) == sorted(p.split("-")[0] for p in pages), (
+        names, pages)
     for directory in EXERCISES:
         for name in ("starter.py", "solution.py", "wrong.py"):
             assert (directory / name).is_file(), directory / name

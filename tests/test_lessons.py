@@ -539,13 +539,15 @@ NEEDS = {
     "h2load": r"\bbench h2\b|ARGS=\"h2\b",
     "HTTP/2": r"--http2",
     "Linux": r"\bps --ppid\b|\bpgrep -\w*P\b",
+    "nginx": r"\bbench cluster\b|lessons/code/14-proxy/",
+    "HAProxy": r"\bbench cluster\b",
 }
 
 
 def test_a_page_that_needs_more_than_make_venv_says_so_at_its_top() -> None:
     """A reader learns what to install before the first command that needs it: a page whose
-    commands need redis-server, h2load, a curl with HTTP/2 or Linux's process tools names
-    them in its "What this page needs" box, above its first section."""
+    commands need redis-server, h2load, a curl with HTTP/2, Linux's process tools, nginx or
+    HAProxy names them in its "What this page needs" box, above its first section."""
     problems = []
     for page in sorted(LESSONS.glob("*.md")):
         text = page.read_text()

@@ -55,6 +55,7 @@ TIME_OPTIONS = {
     "load": ("--duration", "--runs", "--warmup"),
     "workers": ("--duration", "--runs", "--warmup"),
     "h2": ("--duration", "--runs", "--warmup"),
+    "cluster": ("--duration", "--runs", "--warmup"),
     "concurrency": ("--runs", "--warmup"),
     "profile": ("--duration",),
     "conformance": (),
@@ -64,8 +65,8 @@ TIME_OPTIONS = {
 MEASURE_IT_SECONDS = 60
 #: The tools a subcommand drives (make test installs them all).
 TOOLS = {"layers": ("wrk",), "servers": ("wrk", "redis-server"), "load": ("wrk",),
-         "workers": ("wrk",), "h2": ("wrk", "h2load"), "concurrency": (), "profile": ("wrk",),
-         "conformance": ()}
+         "workers": ("wrk",), "h2": ("wrk", "h2load"), "cluster": ("wrk", "nginx", "haproxy"),
+         "concurrency": (), "profile": ("wrk",), "conformance": ()}
 
 
 @dataclass(frozen=True)
@@ -273,6 +274,8 @@ def check_report(command: PageCommand, data: dict[str, Any]) -> None:
     if command.subcommand == "conformance":
         return
     rows = data["rows"]
+    if command.subcommand == "cluster":  # a table per scenario; "rows" is the hop's
+        rows = [*rows, *data["balance"], *data["failover"], *data["rolling"]]
     assert rows, "no row was measured"
     # "skipped" is a row the report explains and a student can fix (bjoern not built, gevent
     # missing: the page says how); "failed" is a server that did not start or answer.

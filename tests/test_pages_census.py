@@ -91,6 +91,12 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
         ["test_bench_workers.py::test_exercise_command_runs_as_printed_with_the_solution"],
     ("12-blocking-and-workers.md", "Run it"):
         ["test_bench_workers.py::test_run_it_by_hand_commands_run_as_printed"],
+    ("14-behind-a-proxy.md", "Why a proxy in front of a sync worker"):
+        ["test_lessons_proxy.py::test_the_slow_client_holds_the_sync_worker_but_not_nginx"],
+    ("14-behind-a-proxy.md", "Run it"):
+        ["test_lessons_proxy.py::test_run_it_commands_run_as_printed"],
+    ("14-behind-a-proxy.md", "Where 502 and 504 come from"):
+        ["test_lessons_proxy.py::test_the_timeouts_command_prints_what_the_page_shows"],
     ("hardening.md", "Every limit and deadline"):
         ["test_page_hardening.py::test_limits_table_is_what_the_code_says"],
     ("hardening.md", "WSGI's header map: `_` poses as `-`"):

@@ -216,6 +216,7 @@ class ProxyHeaders:
                 return forwarded
         return self.from_x_forwarded(found)
 
+    # --8<-- [start:client_of]
     def client_of(self, nodes: list[Address]) -> int:
         """Which of ``nodes`` (left to right) is the client: the right-most untrusted one, or
         the left-most when all are trusted."""
@@ -223,6 +224,7 @@ class ProxyHeaders:
             if nodes[index][0] not in self.trusted:
                 return index
         return 0
+    # --8<-- [end:client_of]
 
     def from_forwarded(self, elements: list[dict[str, str]]) -> Forwarded | None:
         """The client's element of RFC 7239 ``Forwarded`` and what it says; None when a
