@@ -218,9 +218,10 @@ class H11Framer:
 
     def start(self, status: object, headers: Iterable[tuple[bytes, bytes]],
               default_headers: Headers, framed_defaults: bytes | None = None) -> None:
-        """Check and keep the head (``http1.check_response``'s arguments; ``framed_defaults``
-        is not used: h11 frames the fields). Raises http1.ResponseError."""
-        self.fields = http1.check_response(status, headers, default_headers)
+        """Check and keep the head (``http1.check_response``'s arguments: the server's
+        ``Date`` and ``Server`` fields, and the same already framed, added as one piece).
+        Raises http1.ResponseError."""
+        self.fields = http1.check_response(status, headers, default_headers, framed_defaults)
         assert type(status) is int  # checked above
         self.status = status
         if self.fields.close:
