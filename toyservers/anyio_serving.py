@@ -152,7 +152,9 @@ class StreamProtocol:
         self.error = 0  # the status to answer once reading stops (0: none, just close)
         self.resumed: anyio.Event | None = None  # set to let a paused reading go on
         self.task_group: TaskGroup | None = None
-        self.writing = anyio.Lock()  # one write at a time: a 100 Continue, a response, an error
+        # One write at a time: a 100 Continue, a response, an error. fast_acquire: a free lock
+        # is taken without yielding (the write itself is a checkpoint): 32k instructions less.
+        self.writing = anyio.Lock(fast_acquire=True)
 
     # Deadlines: one cancel scope, its deadline moved (the asyncio servers: one Deadline timer)
 
