@@ -175,6 +175,27 @@ def test_deadlines_idle_close_and_408_for_a_slow_head_and_body(backend: str) -> 
             assert read_until_close(sock).startswith(b"HTTP/1.1 408 ")
 
 
+async def sleepy_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await anyio.sleep(float(scope["query_string"] or 0))  # GET /?SECONDS
+    await respond(send, b"slept")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deadline_that_has_moved_on_does_not_end_the_connection(backend: str) -> None:
+    """The reading scope's deadline is moved only when it must come sooner: the idle
+    deadline armed after the first response passes while the second request's app runs,
+    and the reading goes on (in a new scope) instead of ending the connection."""
+    settings = {"timeout_keep_alive": 0.2, "timeout_headers": 0.2, "timeout_body": 0.2}
+    with serving(backend, sleepy_app, **settings) as port, connect(port) as sock:
+        for seconds in (b"0", b"0.5", b"0"):
+            sock.sendall(b"GET /?%s HTTP/1.1\r\nHost: x\r\n\r\n" % seconds)
+            (response,) = read_responses(sock, 1)
+            assert response.startswith(b"HTTP/1.1 200 ") and response.endswith(b"slept")
+        started = time.monotonic()
+        assert read_until_close(sock) == b""  # then idle: closed
+        assert time.monotonic() - started < 0.2 + 2.0
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_pipelined_requests_are_answered_in_order(backend: str) -> None:
     with serving(backend, path_app) as port, connect(port) as sock:

@@ -5,15 +5,16 @@ accepts (``anyio.create_tcp_listener``; TLS through ``anyio.streams.tls``) and s
 per connection: straight-line code that pulls events out of an ``h11.Connection`` and awaits
 ``stream.receive()`` when h11 says ``NEED_DATA``. Each request's app runs in a task of the
 connection's task group, so a connection ends only once its apps have; one task runs the apps
-of a connection's requests in turn (``app_task``). Where toy-h11 arms ``call_later``
-timers, this server moves the deadline of one cancel scope around the reading (idle, head,
-body); where toy-h11 calls ``pause_reading``, the reading task stops awaiting ``receive()``
-until an ``anyio.Event`` says the app took the body or answered; and the app's ``send()``
-awaits ``stream.send()``, which returns once the bytes are written: the write backpressure.
-Graceful shutdown cancels the listener's scope, asks each connection to finish, and gives the
-connections' task group ``timeout_graceful_shutdown`` seconds before its scope cancels what is
-left. The same code runs on trio (``toy-anyio-trio``, ``toyservers/anyio_trio.py``). What h11
-lets through is checked by ``toyservers.h11_checks``, shared with toy-h11.
+of a connection's requests in turn (``app_task``). Where toy-h11 arms ``call_later`` timers,
+this server gives one cancel scope around the reading the deadline running (idle, head, body),
+moved as toy-h11's timer is, only when it must come sooner; where toy-h11 calls
+``pause_reading``, the reading task stops awaiting ``receive()`` until an ``anyio.Event`` says
+the app took the body or answered; and the app's ``send()`` awaits ``stream.send()``, which
+returns once the bytes are written: the write backpressure. Graceful shutdown cancels the
+listener's scope, asks each connection to finish, and gives the connections' task group
+``timeout_graceful_shutdown`` seconds before its scope cancels what is left. The same code runs
+on trio (``toy-anyio-trio``, ``toyservers/anyio_trio.py``). What h11 lets through is checked by
+``toyservers.h11_checks``, shared with toy-h11.
 
 Deliberately left out: what toy-h11 leaves out (WebSocket and other upgrades, CONNECT,
 HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``,
