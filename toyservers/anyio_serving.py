@@ -156,9 +156,7 @@ class StreamProtocol:
         self.error = 0  # the status to answer once reading stops (0: none, just close)
         self.resumed: anyio.Event | None = None  # set to let a paused reading go on
         self.task_group: TaskGroup | None = None
-        # One write at a time: a 100 Continue, a response, an error. fast_acquire: a free lock
-        # is taken without yielding (the write itself is a checkpoint): 32k instructions less.
-        self.writing = anyio.Lock(fast_acquire=True)
+        self.writing = anyio.Lock()  # one write at a time: a 100 Continue, a response, an error
 
     # Deadlines: the reading's cancel scope, whose deadline is the running one's or earlier
 
@@ -265,9 +263,21 @@ class StreamProtocol:
 
     async def write(self, data: bytes) -> None:
         """Send ``data``; writes from several tasks (a 100 Continue, the app's response, an
-        error answer) take turns: anyio lets one task at a time send on a stream."""
-        async with self.writing:
+        error answer) take turns: anyio lets one task at a time send on a stream.
+
+        The lock is nearly always free, and then taken without awaiting: ``async with`` checks
+        for cancellation and yields, as ``stream.send`` does anyway. Measured on toy-anyio,
+        instructions a request: ``Lock(fast_acquire=True)``, which does not yield, took 32k
+        off (768k -> 736k), and this 21k more (652k -> 631k)."""
+        writing = self.writing
+        try:
+            writing.acquire_nowait()
+        except anyio.WouldBlock:
+            await writing.acquire()
+        try:
             await self.stream.send(data)
+        finally:
+            writing.release()
 
     async def pause_reading(self) -> None:
         """Read nothing until ``resume_reading()`` (the app took the body, or answered)."""
