@@ -211,9 +211,13 @@ class AnyioProtocol(H11Steps, StreamProtocol):
         ``copy_context()`` compares equal until then), when another app task already waits
         (this app went on after its response), or when reading is over (``finish`` wakes a
         waiting one with no request)."""
-        context = contextvars.copy_context()
+        context, tasks = contextvars.copy_context(), self.state.tasks
         while cycle is not None:
-            await cycle.run(self.app)
+            tasks.add(cycle)  # a running app, for limit_concurrency
+            try:
+                await cycle.run_asgi(self.app)
+            finally:
+                tasks.discard(cycle)
             if self.ended or self.app_waits or contextvars.copy_context() != context:
                 return
             self.app_waits = True
@@ -260,7 +264,7 @@ class AnyioProtocol(H11Steps, StreamProtocol):
 
 
 class RequestResponseCycle(HTTP1Cycle):
-    """One request, run in its connection's task group: the shared HTTP/1 cycle, its ``send``
+    """One request, run by its connection's app task: the shared HTTP/1 cycle, its ``send``
     and ``receive``, with the writes awaited and ``receive`` waiting on an anyio Event."""
 
     __slots__ = ("waker", "pending")
@@ -271,15 +275,6 @@ class RequestResponseCycle(HTTP1Cycle):
         super().__init__(protocol, scope, framer, expect_100)  # type: ignore[arg-type]
         self.waker: anyio.Event | None = None  # receive() waits on it
         self.pending = b""  # a 100 Continue to write before receive() waits
-
-    async def run(self, app: ASGIApp) -> None:
-        """``run_asgi``, counted in ``state.tasks`` (for ``limit_concurrency``) meanwhile."""
-        tasks = self.protocol.state.tasks
-        tasks.add(self)
-        try:
-            await self.run_asgi(app)
-        finally:
-            tasks.discard(self)
 
     def wake(self) -> None:
         if self.waker is not None:
