@@ -10,6 +10,7 @@ waits for the app and the graceful shutdown behave the same on both.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import socket
 import threading
@@ -174,6 +175,27 @@ def test_deadlines_idle_close_and_408_for_a_slow_head_and_body(backend: str) -> 
             assert read_until_close(sock).startswith(b"HTTP/1.1 408 ")
 
 
+async def sleepy_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await anyio.sleep(float(scope["query_string"] or 0))  # GET /?SECONDS
+    await respond(send, b"slept")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deadline_that_has_moved_on_does_not_end_the_connection(backend: str) -> None:
+    """The reading scope's deadline is moved only when it must come sooner: the idle
+    deadline armed after the first response passes while the second request's app runs,
+    and the reading goes on (in a new scope) instead of ending the connection."""
+    settings = {"timeout_keep_alive": 0.2, "timeout_headers": 0.2, "timeout_body": 0.2}
+    with serving(backend, sleepy_app, **settings) as port, connect(port) as sock:
+        for seconds in (b"0", b"0.5", b"0"):
+            sock.sendall(b"GET /?%s HTTP/1.1\r\nHost: x\r\n\r\n" % seconds)
+            (response,) = read_responses(sock, 1)
+            assert response.startswith(b"HTTP/1.1 200 ") and response.endswith(b"slept")
+        started = time.monotonic()
+        assert read_until_close(sock) == b""  # then idle: closed
+        assert time.monotonic() - started < 0.2 + 2.0
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_pipelined_requests_are_answered_in_order(backend: str) -> None:
     with serving(backend, path_app) as port, connect(port) as sock:
@@ -181,6 +203,56 @@ def test_pipelined_requests_are_answered_in_order(backend: str) -> None:
                      b"GET /last HTTP/1.1\r\nHost: x\r\n\r\n")
         responses = read_responses(sock, 3)
     assert [r.rsplit(b" ", 1)[1] for r in responses] == [b"/slow", b"/fast", b"/last"]
+
+
+# --- the app task: one per connection, a new one when needed ---------------------------------
+
+request_value: contextvars.ContextVar[str] = contextvars.ContextVar("request_value")
+tasks_seen: list[object] = []  # held, so that no task's id is reused by a later one
+
+
+def current_task() -> int:
+    """The number of the task running this, in the order tasks were first seen."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+        task: object = trio.lowlevel.current_task()
+    else:
+        import asyncio
+        task = asyncio.current_task()
+    if not any(seen is task for seen in tasks_seen):
+        tasks_seen.append(task)
+    return next(n for n, seen in enumerate(tasks_seen) if seen is task)
+
+
+async def task_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers which task runs it and what ``request_value`` holds; ``/set`` sets it first,
+    ``/linger`` goes on working after its response."""
+    if scope["path"] == "/set":
+        request_value.set("set by an earlier request")
+    body = {"task": current_task(), "value": request_value.get("unset")}
+    await respond(send, json.dumps(body).encode())
+    if scope["path"] == "/linger":
+        await anyio.sleep(0.5)
+
+
+def ask(sock: socket.socket, path: str) -> dict[str, Any]:
+    sock.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+    (response,) = read_responses(sock, 1)
+    answer: dict[str, Any] = json.loads(response.split(b" ", 3)[3])
+    return answer
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_task_runs_a_connections_apps_but_never_shares_a_context(backend: str) -> None:
+    with serving(backend, task_app) as port, connect(port) as sock:
+        first, second = ask(sock, "/"), ask(sock, "/set")
+        assert second["task"] == first["task"]  # the app task waited for the next request
+        third = ask(sock, "/")  # the app set a context variable: a new task, a clean context
+        assert third["task"] != second["task"] and third["value"] == "unset"
+        started = time.monotonic()
+        lingering, after = ask(sock, "/linger"), ask(sock, "/")
+        assert after["task"] != lingering["task"]  # not kept waiting for the first app's end
+        assert time.monotonic() - started < 0.5
 
 
 # --- shutdown: the listener's scope, then the connections' task group ---------------------------

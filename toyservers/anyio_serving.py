@@ -23,6 +23,7 @@ import math
 import signal
 import socket
 import ssl
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -128,15 +129,16 @@ class StreamProtocol:
 
     What a connection is besides parsing: the addresses, scheme and ``tls`` extension, the
     entry in ``state.connections``, the connection's task (``run``: read requests in a cancel
-    scope whose deadline is the ``"idle"``, ``"head"`` or ``"body"`` deadline, then answer
+    scope that expires at the ``"idle"``, ``"head"`` or ``"body"`` deadline, then answer
     the error that ended it), the one close path (the error answer of
     ``http1_cycle.error_answer``, then a lingering close: RFC 9112 §9.6), writes that take
     turns, and a reading pause. A subclass implements ``read_requests`` and ``shutdown``.
     """
 
     __slots__ = ("state", "config", "app", "stream", "cycle", "access_log", "client", "server",
-                 "scheme", "tls", "reading", "kind", "error", "resumed", "task_group", "writing",
-                 "outbox", "transport", "flow", "scope_template")
+                 "scheme", "tls", "reading", "kind", "when", "armed", "closed", "error",
+                 "resumed", "task_group", "writing", "outbox", "transport", "flow",
+                 "scope_template")
 
     def __init__(self, state: ServerState, stream: ByteStream) -> None:
         self.state, self.config, self.app = state, state.config, state.app
@@ -151,23 +153,35 @@ class StreamProtocol:
         self.scheme = "http" if ssl_object is None else "https"
         self.tls = tls.tls_extension(ssl_object, state)
         self.scope_template = scope_template(self)
-        self.reading = anyio.CancelScope()  # around the reading loop; its deadline moves
+        self.reading = anyio.CancelScope()  # around the reading loop (see set_deadline)
         self.kind: str | None = None  # the deadline running: "idle", "head", "body"
+        self.when = math.inf  # when it expires, time.monotonic() seconds
+        self.armed = math.inf  # when the reading scope expires, the same clock
+        self.closed = False  # close() cancelled the reading
         self.error = 0  # the status to answer once reading stops (0: none, just close)
         self.resumed: anyio.Event | None = None  # set to let a paused reading go on
         self.task_group: TaskGroup | None = None
         self.writing = anyio.Lock()  # one write at a time: a 100 Continue, a response, an error
 
-    # Deadlines: one cancel scope, its deadline moved (the asyncio servers: one Deadline timer)
+    # Deadlines: the reading's cancel scope, whose deadline is the running one's or earlier
 
     def set_deadline(self, kind: str, seconds: float) -> None:
-        self.kind = kind
-        self.reading.deadline = anyio.current_time() + seconds
+        """Start deadline ``kind``, ``seconds`` from now. As ``protocol.Deadline`` on asyncio,
+        the scope's deadline moves only when it must come sooner: moving it arms a timer
+        (``anyio.current_time()`` and a ``call_at``), and a keep-alive connection moved it
+        twice a request (toy-anyio: 663.4k instructions a request, 645.9k without). A scope
+        that expires at a deadline that has since moved on or been cleared ends the reading
+        early, and ``read`` goes on in a new scope: once per keep-alive timeout at most."""
+        self.kind, self.when = kind, time.monotonic() + seconds
+        if self.when < self.armed:
+            self.arm()
 
     def clear_deadline(self) -> None:
-        if self.kind is not None:
-            self.kind = None
-            self.reading.deadline = math.inf
+        self.kind = None
+
+    def arm(self) -> None:
+        self.armed = self.when if self.kind is not None else math.inf
+        self.reading.deadline = anyio.current_time() + (self.armed - time.monotonic())
 
     # --8<-- [start:run]
     async def run(self) -> None:
@@ -177,10 +191,8 @@ class StreamProtocol:
         read_on_demand(self.stream)
         try:
             async with anyio.create_task_group() as self.task_group:
-                with self.reading:
-                    self.set_deadline("idle", self.config.timeout_keep_alive)
-                    await self.read_requests()
-                kind = self.kind if self.reading.cancelled_caught else None
+                self.set_deadline("idle", self.config.timeout_keep_alive)
+                kind = await self.read()
                 # RFC 9112 §9.5: an idle connection closes silently; a head or body that came
                 # too slowly gets 408 (RFC 9110 §15.5.9), then the connection closes.
                 await self.finish(self.error or (408 if kind in ("head", "body") else 0))
@@ -188,6 +200,22 @@ class StreamProtocol:
             self.state.connections.discard(self)
             with anyio.CancelScope(shield=True):
                 await self.stream.aclose()
+
+    async def read(self) -> str | None:
+        """Read requests (``read_requests``) in the reading scope until the connection must
+        end; return the kind of the deadline that ended it, or None (the client left, an
+        error, ``close()``)."""
+        while True:
+            with self.reading:
+                await self.read_requests()
+            if not self.reading.cancelled_caught or self.closed:
+                return None
+            if self.kind is not None and time.monotonic() >= self.when:
+                return self.kind  # the running deadline passed
+            # The scope expired at a deadline that has since moved on or been cleared (see
+            # set_deadline): h11 and this object hold where the reading was, so it goes on.
+            self.reading = anyio.CancelScope()
+            self.arm()
     # --8<-- [end:run]
 
     async def finish(self, status: int) -> None:
@@ -222,7 +250,7 @@ class StreamProtocol:
     def close(self, status: int = 0) -> None:
         """Stop reading: ``run`` then answers ``status`` (0: none) and closes."""
         self.error = self.error or status
-        self.kind = None
+        self.kind, self.closed = None, True
         self.reading.cancel()
 
     def shutdown(self) -> None:
@@ -240,9 +268,21 @@ class StreamProtocol:
 
     async def write(self, data: bytes) -> None:
         """Send ``data``; writes from several tasks (a 100 Continue, the app's response, an
-        error answer) take turns: anyio lets one task at a time send on a stream."""
-        async with self.writing:
+        error answer) take turns: anyio lets one task at a time send on a stream.
+
+        The lock is nearly always free, and then taken without awaiting: ``async with`` checks
+        for cancellation and yields, as ``stream.send`` does anyway. Measured on toy-anyio,
+        instructions a request: ``Lock(fast_acquire=True)``, which does not yield, took 32k
+        off (768k -> 736k), and this 21k more (652k -> 631k)."""
+        writing = self.writing
+        try:
+            writing.acquire_nowait()
+        except anyio.WouldBlock:
+            await writing.acquire()
+        try:
             await self.stream.send(data)
+        finally:
+            writing.release()
 
     async def pause_reading(self) -> None:
         """Read nothing until ``resume_reading()`` (the app took the body, or answered)."""

@@ -129,6 +129,15 @@ class H11Protocol(H11Steps, HTTP1Protocol):
                     cycle.wake()
                     if conn.their_state is h11.MUST_CLOSE:
                         return  # the last request: whatever follows is never read (§9.6)
+                    # The app has the whole request. What next_event would say now is known
+                    # without asking it (11k instructions a request): PAUSED when h11 holds
+                    # bytes of the next request, else NEED_DATA.
+                    if conn.trailing_data[0]:
+                        self.pipelined = True
+                        self.flow.pause_reading()
+                    else:
+                        self.flow.resume_reading()
+                    return
                 elif conn.our_state is h11.DONE:  # we answered before the body ended
                     # h11 says PAUSED if the next request came behind the body: serve it now
                     self.pipelined = conn.next_event() is h11.PAUSED
