@@ -458,6 +458,7 @@ def measure(settings: Settings, callgrind: Callgrind, requests: int, console: Co
     plans = [p for p in plan_rows(settings) if p.layer != "axum" or native.binary is not None]
     jobs = default_jobs()
     started = datetime.now(UTC)
+    env = environment()  # git's state before this run writes its own files
 
     def done(result: Count) -> None:
         label = f"{result.plan.layer} ({result.plan.server})"
@@ -481,7 +482,7 @@ def measure(settings: Settings, callgrind: Callgrind, requests: int, console: Co
             "host": settings.host, "pythonhashseed": "0",
             "request": request_bytes(settings.host, 0).decode().replace(":0\r\n", ":PORT\r\n"),
         },
-        **environment(),
+        **env,
         "valgrind": {"path": callgrind.valgrind, "version": callgrind.version()},
         "axum": {"built": native.binary is not None, "note": native.note,
                  "build_command": native.command, "rustc": native.rustc,

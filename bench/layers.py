@@ -326,6 +326,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
         console.print(note, highlight=False)
         if not installed:
             plans = [p for p in plans if (p.spec or p.server) != "bjoern"]
+    env = environment(generator)  # git's state before this run writes its own files
     logs = logs_folder(out)
     started = datetime.now(UTC)
     with kept_on(pinning.load_cpu), report.progress_bar(console) as progress:
@@ -346,7 +347,7 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
             "body": SAMPLE_BODY.decode(), "lua_script": str(POST_JSON),
         },
         "pinning": pinning.to_json(),
-        **environment(generator),
+        **env,
         "axum": {"built": native.binary is not None, "note": native.note,
                  "build_command": native.command, "rustc": native.rustc,
                  "runtime": "tokio current_thread"},
