@@ -23,11 +23,12 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.panel import Panel
+from rich.progress import Progress
 
 from bench import report
 from bench.harness import Method, Pinning, UsageProblem, check_port, decide_pinning
 from bench.machine import usable_cpus
-from bench.rounds import Measurement
+from bench.rounds import Contender, Measurement, measure_rounds, steps
 from bench.stats import summarize
 
 # --- the options several subcommands take (each gives its own default) -----------------------
@@ -104,6 +105,18 @@ def print_outcome(console: Console, label: str, measurement: Measurement) -> Non
         console.print(Panel(measurement.log_tail or "(empty log)",
                             title=f"[red]✗ {label} failed:[/] {measurement.error}",
                             title_align="left"))
+
+
+def measure_and_print(contenders: Sequence[Contender], method: Method, pinning: Pinning,
+                      progress: Progress) -> list[Measurement]:
+    """:func:`bench.rounds.measure_rounds` under one task of ``progress``, then one line per
+    row (:func:`print_outcome`); the measurements in ``contenders``' order."""
+    task = progress.add_task("starting", total=sum(steps(c, method) for c in contenders))
+    measurements = measure_rounds(contenders, method, pinning,
+                                  report.RichProgress(progress, task))
+    for contender, measurement in zip(contenders, measurements, strict=True):
+        print_outcome(progress.console, contender.label, measurement)
+    return measurements
 
 
 def names(text: str) -> tuple[str, ...]:

@@ -59,9 +59,9 @@ from bench.command import (
     finish,
     invocation,
     logs_folder,
+    measure_and_print,
     names,
     pinning_for,
-    print_outcome,
     user_mistakes,
 )
 from bench.h2_check import check_row, row_generator
@@ -89,7 +89,7 @@ from bench.h2_report import (
 )
 from bench.h2load import H2Load
 from bench.harness import Pinning, UsageProblem, environment, kept_on, load_generator
-from bench.rounds import Contender, measure_rounds
+from bench.rounds import Contender
 from bench.wrk import Wrk
 from toyservers.registry import available, get
 
@@ -166,11 +166,7 @@ def _measure_rows(settings: Settings, servers: list[str], pinning: Pinning,
             replace(settings, connections=plan.connections).load(settings.duration),
             logs / (plan.label.replace(" ", "-").replace("/", "") + ".log"),
             check_row(plan, context)) for plan in plans]
-        task = progress.add_task("starting", total=settings.steps * len(plans))
-        measurements = measure_rounds(contenders, settings, pinning,
-                                      report.RichProgress(progress, task))
-        for plan, measurement in zip(plans, measurements, strict=True):
-            print_outcome(progress.console, plan.label, measurement)
+        measurements = measure_and_print(contenders, settings, pinning, progress)
     return [RowResult(plan, m) for plan, m in zip(plans, measurements, strict=True)]
 
 

@@ -73,9 +73,9 @@ from bench.command import (
     finish,
     invocation,
     logs_folder,
+    measure_and_print,
     names,
     pinning_for,
-    print_outcome,
     user_mistakes,
 )
 from bench.extra_servers import BARE
@@ -92,7 +92,7 @@ from bench.layers_report import EXACT, HEADERS, RIGHT, how_it_ran, table_cells, 
 from bench.loadgen import LoadGenerator
 from bench.native import NativeBuild, ensure_axum
 from bench.report import noise_notes
-from bench.rounds import Contender, measure_rounds
+from bench.rounds import Contender
 from bench.rows import RowPlan, RowResult, row_json
 from bench.wrk import POST_JSON
 from toyservers.registry import SERVERS, get
@@ -293,11 +293,7 @@ def measure_all(plans: list[RowPlan], settings: Settings, pinning: Pinning,
                 progress: Progress) -> list[RowResult]:
     """Measure ``plans`` in interleaved rounds and print one line per row."""
     contenders = [contender(plan, settings, generator, axum_binary, logs) for plan in plans]
-    task = progress.add_task("starting", total=settings.steps * len(plans))
-    measurements = measure_rounds(contenders, settings, pinning,
-                                  report.RichProgress(progress, task))
-    for c, measurement in zip(contenders, measurements, strict=True):
-        print_outcome(progress.console, c.label, measurement)
+    measurements = measure_and_print(contenders, settings, pinning, progress)
     return [RowResult(plan, m) for plan, m in zip(plans, measurements, strict=True)]
 
 
