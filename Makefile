@@ -38,6 +38,13 @@ test: h2spec
 h2spec:
 	@$(TOOLS) h2spec
 
+# Autobahn|Testsuite, for the conformance suite's autobahn row and `bench autobahn`: installed
+# with Python 2.7 when one is present (pyenv's is found); otherwise the Autobahn tests skip.
+.PHONY: autobahn
+test: autobahn
+autobahn:
+	@$(TOOLS) autobahn
+
 # With --wsgi in ARGS: bjoern too, built from source against libev. A failed build is not an
 # error: bench layers then skips bjoern's rows with a note.
 layers: $(STAMP) tools
@@ -53,12 +60,15 @@ test: h2load
 h2load:
 	@$(TOOLS) h2load
 
-# bench h2 drives h2load besides wrk; bench servers needs redis-server; bench load's bjoern
+# bench autobahn runs Autobahn|Testsuite (Python 2.7); bench h2 drives h2load besides wrk; bench servers needs redis-server; bench load's bjoern
 # rows need bjoern (built against libev; a failed build is not an error: its rows are then
 # skipped with the reason).
 bench: $(STAMP) tools
 ifneq ($(filter h2,$(ARGS)),)
 	@$(TOOLS) h2load
+endif
+ifneq ($(filter autobahn,$(ARGS)),)
+	@$(TOOLS) autobahn
 endif
 ifneq ($(filter servers,$(ARGS)),)
 	@$(TOOLS) redis-server
