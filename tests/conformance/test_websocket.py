@@ -68,6 +68,9 @@ MIB = 1024 * 1024
 OVER_LIMIT = 20 * MIB
 PIECE = 256 * 1024
 EXIT_WAIT = 15.0  # seconds the server gets to close and exit after SIGTERM
+#: Seconds a server gets to close after the app fails: daphne notices a failed app in a check
+#: it runs once a second, and once took more than 5 s under the whole suite's load.
+APP_ERROR_WAIT = 15.0
 
 
 def _url(server: ConformanceServer, path: str = "/ws") -> str:
@@ -158,7 +161,7 @@ def test_app_error_after_accept_closes_1011(server: ConformanceServer) -> None:
     it encountered an unexpected condition" (the ASGI spec says only that the socket is
     closed when the application dies)."""
     with _open(server, "/ws/raise") as ws:
-        closing = ws.read_close()
+        closing = ws.read_close(timeout=APP_ERROR_WAIT)
     assert closing is not None and closing.close_code == 1011, closing
 
 
