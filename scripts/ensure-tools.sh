@@ -31,7 +31,8 @@ install_h2spec() {
 # AUTOBAHN_DIR (default ~/.cache/toyservers/autobahntestsuite-VERSION), beside a `wstest` script
 # that runs it (its zope package is a namespace package: the folder must be added with
 # site.addsitedir, which reads .pth files, not put on PYTHONPATH). It is optional: without
-# Python 2.7 the script says so in one line and goes on (the Autobahn tests then skip).
+# Python 2.7, or when pip fails (no network), the script says so in one line and goes on (the
+# Autobahn tests then skip).
 #   usage: scripts/ensure-tools.sh autobahn
 AUTOBAHN_VERSION=25.10.1
 AUTOBAHN_DIR=${AUTOBAHN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/toyservers/autobahntestsuite-$AUTOBAHN_VERSION}
@@ -58,7 +59,11 @@ install_autobahn() {
     "$python" -m pip install -q --disable-pip-version-check --no-warn-script-location \
         --target "$work/site" "autobahntestsuite==$AUTOBAHN_VERSION" 2>&1 \
         | grep -v -e DEPRECATION -e "^$" >&2 || true
-    [ -d "$work/site/autobahntestsuite" ] || { echo "error: pip did not install autobahntestsuite into $work/site" >&2; return 1; }
+    if [ ! -d "$work/site/autobahntestsuite" ]; then  # no network, say: optional, so go on
+        echo "note: pip could not install autobahntestsuite (see above): the Autobahn tests will skip" >&2
+        rm -rf "$work"
+        return 0
+    fi
     cat > "$work/wstest" <<WSTEST
 #!/bin/sh
 # Autobahn|Testsuite's wstest, on the Python 2.7 that installed it (scripts/ensure-tools.sh).
