@@ -128,8 +128,9 @@ class RawWebSocket:
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def send_frame(self, opcode: int, payload: bytes = b"", **options: object) -> None:
-        self.send(frame(opcode, payload, **options))  # type: ignore[arg-type]
+    def send_frame(self, opcode: int, payload: bytes = b"", *, fin: bool = True,
+                   rsv: int = 0) -> None:
+        self.send(frame(opcode, payload, fin=fin, rsv=rsv))
 
     def read_frame(self) -> Frame:
         """The next frame; EOFError when the connection ends first, TimeoutError after the
