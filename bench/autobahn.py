@@ -46,6 +46,8 @@ from bench.wstest import (
     VERSION,
     Report,
     WstestError,
+    case_key,
+    compact_ids,
     find_wstest,
     run_fuzzingclient,
 )
@@ -111,14 +113,17 @@ def run_one(name: str, settings: Settings, out: Path, wstest: Path) -> dict[str,
 
 
 def summarize_report(result: Report) -> dict[str, Any]:
-    """``cases`` (how many), ``counts`` per behavior, ``not_ok`` (case id -> behavior), and
-    ``section_seconds`` (section number -> the seconds its cases took, by Autobahn's clock)."""
+    """``cases`` (how many), ``counts`` per behavior, ``not_ok`` (case id -> behavior),
+    ``section_seconds`` (section number -> the seconds its cases took, by Autobahn's clock)
+    and ``behaviors`` (every case id -> its behavior, in case order)."""
     sections: dict[str, float] = defaultdict(float)
     for case in result.cases.values():
         sections[case.case.split(".")[0]] += case.duration_ms / 1000
+    ordered = sorted(result.cases, key=case_key)
     return {"cases": len(result.cases), "counts": result.counts(),
             "not_ok": result.failing(frozenset({"OK"})),
-            "section_seconds": {k: round(sections[k], 1) for k in sorted(sections, key=int)}}
+            "section_seconds": {k: round(sections[k], 1) for k in sorted(sections, key=int)},
+            "behaviors": {case: result.cases[case].behavior for case in ordered}}
 
 
 def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -143,10 +148,15 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
 
 
 def notes(data: dict[str, Any]) -> list[str]:
-    """The cases that were not OK, per server; then the notes of servers left out."""
-    lines = [f"{row['server']}, not OK: " + ", ".join(
-        f"{case} {behavior}" for case, behavior in row["not_ok"].items())
-        for row in data["rows"] if row["status"] == "ok" and row["not_ok"]]
+    """The cases that were not OK, per server and behavior (a section or subsection whose
+    every case got the same one as its pattern, ``12.*``); then the servers left out."""
+    lines = []
+    for row in data["rows"]:
+        if row["status"] != "ok" or not row["not_ok"]:
+            continue
+        parts = [f"{behavior} {', '.join(compact_ids(row['behaviors'], behavior))}"
+                 for behavior in BEHAVIORS[1:] if row["counts"][behavior]]
+        lines.append(f"{row['server']}, not OK: " + "; ".join(parts))
     return lines + list(data["notes"])
 
 

@@ -33,7 +33,7 @@ import json
 import os
 import subprocess
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,6 +115,33 @@ class Report:
         """``"247 cases: 233 OK, 11 NON-STRICT, 3 INFORMATIONAL"`` (behaviors with 0 left out)."""
         parts = [f"{count} {behavior}" for behavior, count in self.counts().items() if count]
         return f"{len(self.cases)} cases: " + ", ".join(parts)
+
+
+def compact_ids(behaviors: Mapping[str, str], behavior: str) -> list[str]:
+    """The ids of the cases in ``behaviors`` (case id -> behavior, every case of a run) that
+    got ``behavior``, in order, a whole section or subsection that all got it written as
+    Autobahn's pattern for it: ``{"12.1.1": "UNIMPLEMENTED", ...}`` -> ``["12.*", "13.*"]``."""
+    chosen = sorted((c for c, b in behaviors.items() if b == behavior), key=case_key)
+    groups: dict[str, list[str]] = {}
+    for case in behaviors:
+        parts = case.split(".")
+        for depth in range(1, len(parts)):
+            groups.setdefault(".".join(parts[:depth]), []).append(case)
+    out: list[str] = []
+    covered: set[str] = set()
+    for case in chosen:
+        if case in covered:
+            continue
+        parts = case.split(".")
+        for depth in range(1, len(parts)):  # the widest group this case completes
+            members = groups[".".join(parts[:depth])]
+            if len(members) > 1 and all(behaviors[m] == behavior for m in members):
+                out.append(".".join(parts[:depth]) + ".*")
+                covered.update(members)
+                break
+        else:
+            out.append(case)
+    return out
 
 
 def parse_report(index: Path, agent: str) -> Report:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect as ws_connect
 
-from bench.autobahn import choose_servers, summarize_report, table_cells
+from bench.autobahn import choose_servers, notes, summarize_report, table_cells
 from bench.harness import UsageProblem
 from bench.process import ServerProcess, free_port
 from bench.wstest import (
@@ -28,6 +28,7 @@ from bench.wstest import (
     STRICT_PASS,
     WstestError,
     case_key,
+    compact_ids,
     find_wstest,
     install_dir,
     parse_report,
@@ -85,10 +86,25 @@ def test_sections_are_timed_by_autobahns_clock(report_file: Path) -> None:
                                           "12": 0.5}
     assert summary["not_ok"] == {"3.2": "NON-STRICT", "7.1.5": "FAILED",
                                  "7.1.6": "INFORMATIONAL", "12.1.1": "UNIMPLEMENTED"}
+    assert list(summary["behaviors"]) == ["1.1.1", "2.9", "2.10", "3.2", "7.1.5", "7.1.6",
+                                          "10.1.1", "12.1.1"]
     row = {"server": "srv", "version": "1", "status": "ok", "seconds": 12.3, **summary}
     assert table_cells([row])[0] == ["srv", "1", "8", "4", "1", "1", "1", "1", "12"]
+    assert notes({"rows": [row], "notes": ["x left out"]}) == [
+        "srv, not OK: NON-STRICT 3.2; INFORMATIONAL 7.1.6; FAILED 7.1.5; UNIMPLEMENTED 12.1.1",
+        "x left out"]
     failed = {"server": "x", "version": "2", "status": "failed", "error": "exited"}
     assert table_cells([failed])[0][-1] == "failed: exited"
+
+
+def test_whole_sections_with_one_behavior_are_written_as_patterns() -> None:
+    behaviors = {f"12.{i}.{j}": "UNIMPLEMENTED" for i in (1, 2) for j in range(1, 19)}
+    behaviors |= {"9.3.1": "FAILED", "9.3.2": "FAILED", "9.4.1": "FAILED", "9.4.2": "OK",
+                  "1.1.1": "FAILED", "1.1.2": "OK", "3.2": "NON-STRICT"}
+    assert compact_ids(behaviors, "UNIMPLEMENTED") == ["12.*"]
+    assert compact_ids(behaviors, "FAILED") == ["1.1.1", "9.3.*", "9.4.1"]
+    assert compact_ids(behaviors, "NON-STRICT") == ["3.2"]  # a section of one case: its id
+    assert compact_ids(behaviors, "OK") == ["1.1.2", "9.4.2"]
 
 
 def test_the_spec_file_names_one_server_and_the_cases(tmp_path: Path) -> None:
