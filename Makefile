@@ -40,6 +40,13 @@ test: h2spec
 h2spec:
 	@$(TOOLS) h2spec
 
+# Autobahn|Testsuite, for the conformance suite's autobahn row and `bench autobahn`: installed
+# with Python 2.7 when one is present (pyenv's is found); otherwise the Autobahn tests skip.
+.PHONY: autobahn
+test: autobahn
+autobahn:
+	@$(TOOLS) autobahn
+
 # With --wsgi in ARGS: bjoern too, built from source against libev. A failed build is not an
 # error: bench layers then skips bjoern's rows with a note.
 # With --count in ARGS (--count instructions): valgrind, whose callgrind counts the instructions.
@@ -59,16 +66,20 @@ test: h2load
 h2load:
 	@$(TOOLS) h2load
 
-# bench h2 drives h2load besides wrk; bench servers needs redis-server; bench cluster nginx and
-# haproxy (installed without starting their system services, then run unprivileged); bench
-# profile --profiler callgrind needs valgrind; bench load's bjoern rows need bjoern (built
-# against libev; a failed build is not an error: its rows are then skipped with the reason).
+# bench autobahn runs Autobahn|Testsuite (Python 2.7); bench h2 drives h2load besides wrk;
+# bench servers needs redis-server; bench cluster nginx and haproxy (installed without starting
+# their system services, then run unprivileged); bench profile --profiler callgrind needs
+# valgrind; bench load's bjoern rows need bjoern (built against libev; a failed build is not an
+# error: its rows are then skipped with the reason).
 bench: $(STAMP) tools
 ifneq ($(filter h2,$(ARGS)),)
 	@$(TOOLS) h2load
 endif
 ifneq ($(filter cluster,$(ARGS)),)
 	@$(TOOLS) nginx haproxy
+endif
+ifneq ($(filter autobahn,$(ARGS)),)
+	@$(TOOLS) autobahn
 endif
 ifneq ($(filter servers,$(ARGS)),)
 	@$(TOOLS) redis-server
@@ -105,6 +116,8 @@ lesson-results: $(STAMP) tools
 	$(VENV)/bin/bench workers --concurrency 1,10,40 --duration 3 --runs 3 --output lessons/results/workers
 	$(VENV)/bin/bench cluster --duration 5 --runs 3 --warmup 1 --output lessons/results/cluster
 	$(VENV)/bin/bench conformance --output lessons/results/conformance
+	@$(TOOLS) autobahn
+	$(VENV)/bin/bench autobahn --servers uvicorn,uvicorn-wsproto,hypercorn,daphne,granian --output lessons/results/autobahn
 
 # The suite runs on two processes (pytest-xdist), one per core: every test uses its own
 # ephemeral ports and servers, and 2 workers halve the wall time on a 2-core machine.

@@ -10,7 +10,14 @@ into a matrix, servers by features, where a cell is:
   ``support.py`` (the server does not offer it);
 - ``fail``: any test of the feature failed or errored (including a declared gap that passed),
   or broke a rule listed in ``VIOLATIONS`` (a reference server's known breach of a MUST);
+- ``skipped``: every test of the feature was skipped (a tool it needs is missing here:
+  Autobahn|Testsuite for ``autobahn``);
 - ``pass``: otherwise.
+
+The ``autobahn`` feature's test also records Autobahn|Testsuite's counts per behavior
+(``OK``, ``NON-STRICT``, ``INFORMATIONAL``, ``FAILED``, ``UNIMPLEMENTED``) and the cases that
+were not ``OK``: the matrix keeps them under ``autobahn`` (server -> ``{"cases", "counts",
+"not_ok"}``) and the page shows them as a table of their own under the matrix.
 
 Output, in ``--output DIR`` (default ``results/conformance-<timestamp>/``): for the ASGI
 servers ``matrix.json`` shaped ``{"servers": {name: {"version": str}}, "features": [str],
@@ -43,7 +50,7 @@ from bench.report import OutputError, default_output, markdown_table, prepare_ou
 from toyservers.registry import SERVERS, Interface, available
 
 ROOT = Path(__file__).resolve().parents[1]
-Cell = str  # "pass" | "fail" | "unsupported"
+Cell = str  # "pass" | "fail" | "unsupported" | "skipped"
 
 
 @dataclass(frozen=True)
@@ -113,16 +120,37 @@ def build_matrix(report: dict[str, Any], servers: Sequence[str]) -> dict[str, An
             elif outcomes == {"xfailed"}:
                 row[feature] = "unsupported"
                 reasons.setdefault(server, {})[feature] = mine[0]["message"]
+            elif outcomes == {"skipped"}:
+                row[feature] = "skipped"
+                reasons.setdefault(server, {})[feature] = mine[0]["message"]
             else:
                 row[feature] = "pass"
         results[server] = row
+    autobahn = {r["server"]: r["autobahn"] for r in records
+                if "autobahn" in r and r["server"] in servers}
     return {
         "servers": {name: {"version": SERVERS[name].version()} for name in servers},
         "features": features,
         "results": results,
         "failures": failures,
         "reasons": reasons,
+        "autobahn": {name: autobahn[name] for name in servers if name in autobahn},
     }
+
+
+#: The behaviors Autobahn|Testsuite gives a case, in its report's order (bench.wstest).
+AUTOBAHN_BEHAVIORS = ("OK", "NON-STRICT", "INFORMATIONAL", "FAILED", "UNIMPLEMENTED")
+
+
+def autobahn_table(autobahn: dict[str, Any]) -> str:
+    """The Autobahn counts as a Markdown table: one row per server, a column per behavior,
+    then the cases that were not OK."""
+    heads = ["server", "cases", *AUTOBAHN_BEHAVIORS, "not OK"]
+    rows = [[server, ", ".join(entry["cases"]),
+             *(str(entry["counts"].get(b, 0)) for b in AUTOBAHN_BEHAVIORS),
+             ", ".join(f"{case} {behavior}" for case, behavior in entry["not_ok"].items())]
+            for server, entry in autobahn.items()]
+    return markdown_table(heads, rows, [False, False, *[True] * 5, False])
 
 
 def render_markdown(matrix: dict[str, Any], how: Sequence[str] = (),
@@ -131,7 +159,8 @@ def render_markdown(matrix: dict[str, Any], how: Sequence[str] = (),
     ``suite`` gives the title, the rules named and the heading level."""
     servers = list(matrix["servers"])
     results = matrix["results"]
-    mark = {"pass": "pass", "fail": "**fail**", "unsupported": "unsupported"}
+    mark = {"pass": "pass", "fail": "**fail**", "unsupported": "unsupported",
+            "skipped": "skipped"}
     headers = ["feature", *(f"{s} {matrix['servers'][s]['version']}" for s in servers)]
     rows = [[feature, *(mark.get(results[s].get(feature, ""), "") for s in servers)]
             for feature in matrix["features"]]
@@ -145,6 +174,15 @@ def render_markdown(matrix: dict[str, Any], how: Sequence[str] = (),
              "fails); `fail`: the server claims it and a test fails, or it breaks a MUST of "
              f"{suite.rules} (each listed below with the rule).\n",
              markdown_table(headers, rows)]
+    if matrix.get("autobahn"):
+        parts += [f"{sub} Autobahn|Testsuite\n",
+                  "The `autobahn` row's run, case by case (`wstest -m fuzzingclient` against "
+                  "an echo): a reference server passes the row as Autobahn judges (no case "
+                  "FAILED or UNIMPLEMENTED), ours only with every case OK or INFORMATIONAL. "
+                  "NON-STRICT: allowed, but not as strict as it could be (an invalid message "
+                  "failed once whole rather than at its first bad fragment, say). "
+                  "All sections, big messages and compression included: `bench autobahn`.\n",
+                  autobahn_table(matrix["autobahn"])]
     if matrix["failures"]:
         parts.append(f"{sub} Failures\n")
         for server, by_feature in matrix["failures"].items():
@@ -152,7 +190,7 @@ def render_markdown(matrix: dict[str, Any], how: Sequence[str] = (),
                 parts += [f"- **{server}**, {feature}: `{test}`" for test in tests]
         parts.append("")
     if matrix["reasons"]:
-        parts.append(f"{sub} Not offered\n")
+        parts.append(f"{sub} Not offered or not run\n")
         for server, by_feature in matrix["reasons"].items():
             parts += [f"- **{server}**, {feature}: {why}" for feature, why in by_feature.items()]
         parts.append("")

@@ -5,7 +5,7 @@
 # Two names are build inputs rather than commands: `libev` (the headers bjoern compiles
 # against, checked as ev.h) and `cc` (a C compiler).
 #   usage: scripts/ensure-tools.sh wrk curl h2load redis-server libev cc chromium valgrind
-#          nginx haproxy
+#          nginx haproxy (and h2spec, autobahn: see below)
 #
 # nginx and haproxy (for `bench cluster`) are servers: Debian's packages start a system daemon
 # on port 80 (nginx) or with /etc/haproxy's config as they install. bench runs both
@@ -32,6 +32,54 @@ install_h2spec() {
     GOBIN="$bin" "$go" install "$H2SPEC_MODULE" >&2
 }
 
+# `autobahn` (Autobahn|Testsuite, the WebSocket conformance suite, github.com/crossbario/
+# autobahn-testsuite) is on PyPI for Python 2.7 only: it is installed with a Python 2.7 found
+# on PATH (python2.7) or in pyenv (~/.pyenv/versions/2.7.*), by `pip install --target` into
+# AUTOBAHN_DIR (default ~/.cache/toyservers/autobahntestsuite-VERSION), beside a `wstest` script
+# that runs it (its zope package is a namespace package: the folder must be added with
+# site.addsitedir, which reads .pth files, not put on PYTHONPATH). It is optional: without
+# Python 2.7, or when pip fails (no network), the script says so in one line and goes on (the
+# Autobahn tests then skip).
+#   usage: scripts/ensure-tools.sh autobahn
+AUTOBAHN_VERSION=25.10.1
+AUTOBAHN_DIR=${AUTOBAHN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/toyservers/autobahntestsuite-$AUTOBAHN_VERSION}
+find_python27() {
+    local candidate
+    for candidate in "$(command -v python2.7 || true)" \
+                     "${PYENV_ROOT:-$HOME/.pyenv}"/versions/2.7*/bin/python2.7; do
+        # a pyenv shim is on PATH even when no 2.7 is active: ask the interpreter itself
+        if [ -n "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info[:2] == (2, 7)' 2>/dev/null; then
+            echo "$candidate"; return 0
+        fi
+    done
+    return 1
+}
+install_autobahn() {
+    local python work
+    python=$(find_python27) || {
+        echo "note: no Python 2.7 for Autobahn|Testsuite (python2.7, or pyenv install 2.7.18): the Autobahn tests will skip" >&2
+        return 0
+    }
+    echo "installing autobahntestsuite $AUTOBAHN_VERSION with $python into $AUTOBAHN_DIR (about 90 s)" >&2
+    work="$AUTOBAHN_DIR.partial"
+    rm -rf "$work" && mkdir -p "$work"
+    "$python" -m pip install -q --disable-pip-version-check --no-warn-script-location \
+        --target "$work/site" "autobahntestsuite==$AUTOBAHN_VERSION" 2>&1 \
+        | grep -v -e DEPRECATION -e "^$" >&2 || true
+    if [ ! -d "$work/site/autobahntestsuite" ]; then  # no network, say: optional, so go on
+        echo "note: pip could not install autobahntestsuite (see above): the Autobahn tests will skip" >&2
+        rm -rf "$work"
+        return 0
+    fi
+    cat > "$work/wstest" <<WSTEST
+#!/bin/sh
+# Autobahn|Testsuite's wstest, on the Python 2.7 that installed it (scripts/ensure-tools.sh).
+exec "$python" -c 'import site, sys; site.addsitedir(sys.argv[1]); del sys.argv[1]; sys.argv[0] = "wstest"; from autobahntestsuite.wstest import run; sys.exit(run())' "$AUTOBAHN_DIR/site" "\$@"
+WSTEST
+    chmod +x "$work/wstest"
+    rm -rf "$AUTOBAHN_DIR" && mv "$work" "$AUTOBAHN_DIR"
+}
+
 package_for() {
     case "$1" in
         wrk) echo wrk ;;
@@ -50,6 +98,7 @@ package_for() {
 present() {
     case "$1" in
         h2spec) command -v h2spec >/dev/null 2>&1 || [ -x "$(go env GOPATH 2>/dev/null)/bin/h2spec" ] ;;
+        autobahn) [ -x "$AUTOBAHN_DIR/wstest" ] ;;
         libev) [ -e /usr/include/ev.h ] || [ -e /usr/local/include/ev.h ] ;;
         nginx | haproxy) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] ;;
         *) command -v "$1" >/dev/null 2>&1 ;;
@@ -78,6 +127,10 @@ missing=()
 for tool in "$@"; do
     if [ "$tool" = h2spec ]; then
         present h2spec || install_h2spec || exit 1
+        continue
+    fi
+    if [ "$tool" = autobahn ]; then
+        present autobahn || install_autobahn || exit 1
         continue
     fi
     present "$tool" || missing+=("$tool")

@@ -59,6 +59,31 @@ def test_markdown_has_a_row_per_feature_and_the_pass_counts() -> None:
     assert "- how it ran" in text
 
 
+AUTOBAHN = {"cases": ["1.*", "10.*"], "counts": {"OK": 233, "NON-STRICT": 11,
+                                                  "INFORMATIONAL": 3},
+            "not_ok": {"3.2": "NON-STRICT", "7.1.6": "INFORMATIONAL"}}
+
+
+def test_autobahn_counts_become_a_table_and_a_skip_is_no_pass() -> None:
+    report = {"features": ["websocket", "autobahn"], "records": [
+        record("daphne", "websocket", "passed"),
+        {**record("daphne", "autobahn", "passed"), "autobahn": AUTOBAHN},
+        record("hypercorn", "websocket", "passed"),
+        record("hypercorn", "autobahn", "skipped", "Autobahn|Testsuite is not installed"),
+    ]}
+    matrix = build_matrix(report, ["daphne", "hypercorn"])
+    assert matrix["results"]["daphne"]["autobahn"] == "pass"
+    assert matrix["results"]["hypercorn"]["autobahn"] == "skipped"
+    assert matrix["autobahn"] == {"daphne": AUTOBAHN}
+    text = render_markdown(matrix)
+    assert "| autobahn | pass | skipped |" in text
+    assert "## Autobahn|Testsuite" in text
+    assert ("| daphne | 1.*, 10.* | 233 | 11 | 3 | 0 | 0 | 3.2 NON-STRICT, 7.1.6 INFORMATIONAL |"
+            in text)
+    assert "- **hypercorn**, autobahn: Autobahn|Testsuite is not installed" in text
+    assert "**1/2**" in text  # hypercorn: websocket passes, the skipped row does not count
+
+
 @pytest.mark.slow
 def test_bench_conformance_writes_the_matrix_for_one_server(tmp_path: Path) -> None:
     result = subprocess.run(

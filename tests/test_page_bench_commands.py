@@ -42,6 +42,7 @@ import typer.main
 
 from bench.cli import app
 from bench.native import ensure_axum, find_cargo
+from bench.wstest import find_wstest
 from tests.support.pages import BIN, ROOT, blocks, section
 
 LESSONS = ROOT / "lessons"
@@ -59,6 +60,7 @@ TIME_OPTIONS = {
     "concurrency": ("--runs", "--warmup"),
     "profile": ("--duration",),
     "conformance": (),
+    "autobahn": (),
 }
 #: A "Measure it" section's bench commands, all together, take at most this much load, seconds:
 #: rows x (warm-up + runs x duration), with the options as printed.
@@ -66,7 +68,7 @@ MEASURE_IT_SECONDS = 60
 #: The tools a subcommand drives (make test installs them all).
 TOOLS = {"layers": ("wrk",), "servers": ("wrk", "redis-server"), "load": ("wrk",),
          "workers": ("wrk",), "h2": ("wrk", "h2load"), "cluster": ("wrk", "nginx", "haproxy"),
-         "concurrency": (), "profile": ("wrk",), "conformance": ()}
+         "concurrency": (), "profile": ("wrk",), "conformance": (), "autobahn": ()}
 
 
 @dataclass(frozen=True)
@@ -195,8 +197,11 @@ COMMITTED = lesson_results()
 #: ``bench conformance`` over every server is the conformance suite itself, which ``make test``
 #: runs; its shortened form is the pages' ``--servers`` runs. ``bench layers --count
 #: instructions`` has no time options to shorten (every row under callgrind: minutes); its
-#: own tests run it (tests/test_bench_instructions.py, tests/test_instruction_counts.py).
-DISTINCT = distinct([*COMMANDS, *(c for c in COMMITTED if c.subcommand != "conformance"
+#: own tests run it (tests/test_bench_instructions.py, tests/test_instruction_counts.py). The
+#: committed ``bench autobahn`` plays all 517 cases on five servers (30 min); the pages' runs
+#: of a few sections, and the conformance suite's autobahn row, check the command.
+DISTINCT = distinct([*COMMANDS, *(c for c in COMMITTED
+                                  if c.subcommand not in ("conformance", "autobahn")
                                   and "--count" not in c.args)])
 #: The CLI as click sees it, with a subcommand per experiment.
 GROUP = typer.main.get_command(app)
@@ -297,6 +302,8 @@ def check_report(command: PageCommand, data: dict[str, Any]) -> None:
 def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Path) -> None:
     needed = (*TOOLS[command.subcommand], *(("wrk", "curl") if command.via_make else ()))
     missing = [tool for tool in needed if shutil.which(tool) is None]
+    if command.subcommand == "autobahn" and find_wstest() is None:
+        missing.append("Autobahn|Testsuite")
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (make test installs it)")
     if command.subcommand == "layers" and "--no-axum" not in command.args and find_cargo():

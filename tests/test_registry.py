@@ -104,9 +104,9 @@ def test_the_wsgi_servers_and_their_thread_models() -> None:
 
 def test_the_servers_with_a_workers_option() -> None:
     assert {n for n, s in SERVERS.items() if s.multiprocess} == {
-        "uvicorn", "uvicorn-h11", "hypercorn", "granian", "gunicorn", "gunicorn-gthread",
-        "toy-raw", "toy-h11", "toy-httptools", "toy-h2", "toy-wsgi", "toy-wsgi-gthread",
-        "toy-anyio"}
+        "uvicorn", "uvicorn-h11", "uvicorn-wsproto", "hypercorn", "granian", "gunicorn",
+        "gunicorn-gthread", "toy-raw", "toy-h11", "toy-httptools", "toy-h2", "toy-wsgi",
+        "toy-wsgi-gthread", "toy-anyio"}
     assert "daphne has no --workers" in str(SERVERS["daphne"].one_process)
     assert "workers run asyncio" in str(SERVERS["toy-anyio-trio"].one_process)
 

@@ -9,7 +9,8 @@ and, for our own servers, the module holding ``serve()`` and ``run()``.
 Names: ``toy-raw``, ``toy-h11``, ``toy-httptools``, ``toy-anyio`` and ``toy-anyio-trio``
 (ours, ASGI; the last two are one module on anyio, run on asyncio and on trio); ``toy-wsgi`` and
 ``toy-wsgi-gthread`` (ours, WSGI: the sync and the gthread worker); ``uvicorn`` (httptools +
-uvloop), ``uvicorn-h11``, ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers);
+uvloop), ``uvicorn-h11``, ``uvicorn-wsproto`` (WebSocket by wsproto instead of websockets),
+``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers);
 ``gunicorn``, ``gunicorn-gthread`` and ``waitress`` (reference WSGI servers: gunicorn's two
 workers, waitress's thread pool).
 
@@ -263,10 +264,10 @@ def _one_process(spec: ServerSpec, why: str) -> ServerSpec:
     return replace(spec, argv=replace(spec.argv, workers=None), one_process=why)
 
 
-def _uvicorn(name: str, http: str, description: str, variant_of: str | None = None
-             ) -> ServerSpec:
+def _uvicorn(name: str, http: str, description: str, variant_of: str | None = None,
+             ws: tuple[str, ...] = ()) -> ServerSpec:
     argv = Argv("uvicorn", head=("{app}",), listen_tls=_TOY_TLS,
-                options=("--http", http, "--loop", "uvloop", "--log-level", "warning"),
+                options=("--http", http, *ws, "--loop", "uvloop", "--log-level", "warning"),
                 access_log=("--access-log",), no_access_log=("--no-access-log",),
                 workers=("--workers", "{workers}"))
     return ServerSpec(name, "reference", "asgi", "uvicorn", description, argv,
@@ -323,6 +324,10 @@ def _entries() -> dict[str, ServerSpec]:
              "wsgi", WSGI_THREADS, "toy-wsgi"),
         _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
         _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop", "uvicorn"),
+        # uvicorn's WebSocket is the websockets library by default (--ws auto); this row is
+        # its other implementation, as toy-h11 and toy-anyio will use it.
+        _uvicorn("uvicorn-wsproto", "httptools", "uvicorn, httptools + uvloop, WebSocket by "
+                 "wsproto", "uvicorn", ws=("--ws", "wsproto")),
         ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",
                    hypercorn, frozenset({"http/1.1", "h2", "h2c", "websocket"}),
                    optional_protocols=(("h3", "aioquic"),)),

@@ -5,8 +5,9 @@ anyio (events, sleeps, a timeout), so it runs on asyncio servers and on trio (to
 Routes take their parameters from the query string. Some routes coordinate with the test
 through small in-process tables keyed by ``key=``: ``/hold`` and ``/expect`` wait until
 ``/release`` is called with the same key, ``/produce`` publishes how many bytes ``send()``
-accepted at ``/progress``, and ``/wait-disconnect``, ``/send-after-disconnect`` and ``/slow``
-record what happened at ``/status``.
+accepted at ``/progress``, and ``/wait-disconnect``, ``/send-after-disconnect``, ``/slow`` and
+the WebSocket route ``/ws/record`` record what happened at ``/status``. WebSocket routes are
+listed in :func:`websocket`.
 Each server runs one process, so these tables are shared by all of its connections.
 
 Lifespan: on ``lifespan.startup`` the app stores ``{"lifespan": "started"}`` in the lifespan
@@ -14,7 +15,7 @@ Lifespan: on ``lifespan.startup`` the app stores ``{"lifespan": "started"}`` in 
 ``lifespan.shutdown`` it appends ``shutdown``.
 
 Spec: ASGI HTTP and WebSocket spec 2.4, Lifespan spec 2.0, ASGI extensions (trailers,
-early hints, pathsend, zerocopysend, tls).
+early hints, pathsend, zerocopysend, tls, websocket.http.response).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ TRAILER = (b"x-checksum", b"conformance")
 EARLY_LINK = b"</style.css>; rel=preload; as=style"
 # served by /pathsend and /zerocopysend: this very file
 SELF_PATH = os.path.abspath(__file__)
+
+DENIED_HEADER = (b"x-denied-by", b"the conformance app")
+DENIED_BODY = b"no WebSocket for you"
 
 RELEASES: dict[str, anyio.Event] = {}
 PROGRESS: dict[str, int] = {}
@@ -146,11 +150,62 @@ async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 async def websocket(scope: Scope, receive: Receive, send: Send) -> None:
-    """Echo every text and binary message until the client closes."""
+    """The WebSocket routes, by path; any other path echoes (:func:`_ws_echo`).
+
+    - ``/ws/scope``: accept, send the scope as JSON text (plus ``subprotocols``), then echo.
+    - ``/ws/subprotocol``: accept with the *last* subprotocol the client offered (so the test
+      sees the app's choice, not the client's first), send the offered list as JSON, echo.
+    - ``/ws/reject``: ``websocket.close`` before accepting (the server must answer 403).
+    - ``/ws/deny``: the denial response extension (``websocket.http.response``): a 401 with
+      a header and a body of the app's; ``websocket.close`` when it is not offered.
+    - ``/ws/close?code=&reason=``: accept, then close with that code and reason.
+    - ``/ws/raise``: accept, then raise (the server closes with 1011).
+    - ``/ws/record?key=``: accept, wait for ``websocket.disconnect``, store its code and
+      reason as JSON at ``/status?key=``.
+    """
     message = await receive()
     if message["type"] != "websocket.connect":
         return
-    await send({"type": "websocket.accept"})
+    path, params = scope["path"], _params(scope)
+    extensions = scope.get("extensions") or {}
+    if path == "/ws/reject":
+        await send({"type": "websocket.close"})
+    elif path == "/ws/deny" and "websocket.http.response" in extensions:
+        await send({"type": "websocket.http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"text/plain"), DENIED_HEADER]})
+        await send({"type": "websocket.http.response.body", "body": DENIED_BODY})
+    elif path == "/ws/deny":
+        await send({"type": "websocket.close"})
+    elif path == "/ws/subprotocol":
+        offered = list(scope.get("subprotocols") or [])
+        await send({"type": "websocket.accept", "subprotocol": offered[-1] if offered else None})
+        await send({"type": "websocket.send", "text": json.dumps(offered)})
+        await _ws_echo(receive, send)
+    elif path == "/ws/scope":
+        await send({"type": "websocket.accept"})
+        described = {**_describe_scope(scope), "subprotocols": scope.get("subprotocols")}
+        await send({"type": "websocket.send", "text": json.dumps(described)})
+        await _ws_echo(receive, send)
+    elif path == "/ws/close":
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": int(params.get("code", "1000")),
+                    "reason": params.get("reason", "")})
+    elif path == "/ws/raise":
+        await send({"type": "websocket.accept"})
+        raise RuntimeError("the conformance app raises after websocket.accept")
+    elif path == "/ws/record":
+        await send({"type": "websocket.accept"})
+        while (message := await receive())["type"] != "websocket.disconnect":
+            pass
+        STATUS[params.get("key", "")] = json.dumps(
+            {"code": message.get("code"), "reason": message.get("reason")})
+    else:
+        await send({"type": "websocket.accept"})
+        await _ws_echo(receive, send)
+
+
+async def _ws_echo(receive: Receive, send: Send) -> None:
+    """Echo every text and binary message, in its own kind, until the client closes."""
     while True:
         message = await receive()
         if message["type"] == "websocket.disconnect":

@@ -13,7 +13,9 @@
   ``{"nodeid", "server", "feature", "outcome", "message"}`` with outcome one of ``passed``,
   ``failed``, ``error``, ``xfailed``, ``violation`` (a declared breach, see
   ``support.VIOLATIONS``), ``skipped``; the message is the failure's first line or
-  the declared reason. ``bench conformance`` builds the matrix from it.
+  the declared reason. The Autobahn test's record also has ``autobahn``: ``{"cases": [case
+  patterns], "counts": {behavior: n}, "not_ok": {case id: behavior}}``. ``bench conformance``
+  builds the matrix from it.
 - Slow behaviours (keep-alive idle timeout, slow headers) are probed in background threads
   started with the server, so their bounded waits overlap the other tests.
 """
@@ -44,7 +46,7 @@ IDLE_BOUND = 8.0  # seconds an idle keep-alive connection may stay open (uvicorn
 SLOW_HEADERS_BOUND = 13.0  # seconds a trickled header block may last (toy servers: 10)
 TRICKLE_INTERVAL = 0.5  # seconds between the bytes of a trickled header block
 
-_records: dict[str, dict[str, str]] = {}
+_records: dict[str, dict[str, Any]] = {}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -119,6 +121,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     record_outcome(_records, report, str(props["conformance_server"]),
                    str(props["conformance_feature"]))
+    if "autobahn" in props:  # test_websocket.py's Autobahn counts, for the matrix's table
+        _records[report.nodeid]["autobahn"] = props["autobahn"]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

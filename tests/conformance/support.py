@@ -54,6 +54,17 @@ FEATURES: list[str] = [
     "slow-headers",
     "graceful-shutdown",
     "websocket",
+    "ws-subprotocol",
+    "ws-denial-response",
+    "ws-close-codes",
+    "ws-app-error",
+    "ws-ping-pong",
+    "ws-fragmentation",
+    "ws-max-size",
+    "ws-deflate",
+    "ws-shutdown",
+    "ws-h2",
+    "autobahn",
     "h2c-prior-knowledge",
     "h2-alpn",
     "h2c-upgrade",
@@ -107,6 +118,19 @@ _UVICORN = {
     "slow-headers": "no deadline for the header block: every byte received restarts the wait",
 }
 
+_UVICORN_WS = {
+    "ws-app-error": "an app error after websocket.accept drops the connection without a Close"
+                    " frame (the client sees 1006, not 1011)",
+    "ws-shutdown": "closes open WebSockets with 1012 (Service Restart), not 1001 (Going Away)",
+}
+_UVICORN = {**_UVICORN, **_UVICORN_WS}
+_UVICORN_HTTPTOOLS = {
+    **_UVICORN,
+    "h2c-prior-knowledge": "HTTP/1.1 only with --http httptools",
+    "headers-too-large-431": "no limit on the header block with httptools",
+    "too-many-headers-431": "no limit on the number of header fields with httptools",
+}
+
 UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-raw": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-h11": dict(_TOY_HTTP1_ONLY),
@@ -120,12 +144,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     },
     "toy-anyio": dict(_TOY_HTTP1_ONLY),
     "toy-anyio-trio": dict(_TOY_HTTP1_ONLY),
-    "uvicorn": {
-        **_UVICORN,
-        "h2c-prior-knowledge": "HTTP/1.1 only with --http httptools",
-        "headers-too-large-431": "no limit on the header block with httptools",
-        "too-many-headers-431": "no limit on the number of header fields with httptools",
-    },
+    "uvicorn": dict(_UVICORN_HTTPTOOLS),
+    "uvicorn-wsproto": dict(_UVICORN_HTTPTOOLS),
     "uvicorn-h11": {
         **_UVICORN,
         "h2c-prior-knowledge": "HTTP/1.1 only with --http h11",
@@ -143,6 +163,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
                                  "response is buffered in memory",
         "h2-app-error": "an app failing after http.response.start gets the whole HTTP/2 "
                         "connection closed (every stream on it cut), not an RST_STREAM",
+        "ws-shutdown": "closes open WebSockets with 1011 (internal error), not 1001 (Going "
+                       "Away)",
     },
     "daphne": {
         **_NO_EXTENSIONS,
@@ -159,6 +181,13 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "graceful-shutdown": "SIGTERM stops the Twisted reactor without finishing requests",
         "idle-timeout": "no idle timeout for keep-alive connections by default",
         "slow-headers": "no deadline for the header block by default",
+        "ws-denial-response": "the websocket.http.response extension is not offered: a "
+                              "refused handshake is always a 403",
+        "ws-max-size": "a message over its 1 MiB limit drops the TCP connection without a "
+                       "Close frame (Autobahn's failByDrop)",
+        "ws-deflate": "permessage-deflate is not negotiated",
+        "ws-shutdown": "SIGTERM stops the Twisted reactor: open WebSockets are dropped without"
+                       " a Close frame",
     },
     "granian": {
         **{name: why for name, why in _NO_EXTENSIONS.items() if name != "ext-pathsend"},
@@ -168,27 +197,47 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "h2c-upgrade": "ignores Upgrade: h2c and answers over HTTP/1.1 (RFC 7540 §3.2 allows "
                        "it; RFC 9113 deprecates the Upgrade)",
         "h2-trailers": "http.response.trailers not offered over HTTP/2",
+        "ws-app-error": "an app error after websocket.accept gets a Close frame without a "
+                        "status code (the client sees 1005, not 1011)",
+        "ws-max-size": "a message over the limit gets a Close frame without a status code, "
+                       "not 1009",
+        "ws-deflate": "permessage-deflate is not negotiated",
+        "ws-h2": "no WebSocket over HTTP/2: its SETTINGS do not enable extended CONNECT "
+                 "(RFC 8441 §3)",
+        "ws-shutdown": "SIGTERM drops open WebSockets without a Close frame",
     },
+}
+
+#: uvicorn's default WebSocket (``--ws auto``: the websockets library's sans-I/O protocol).
+_AUTOBAHN_7_1_5 = ("Autobahn case 7.1.5 FAILED: a Close frame between two fragments of a "
+                   "message is answered with 1002 (protocol error) instead of a normal close "
+                   "(RFC 6455 §5.4: control frames MAY be injected in the middle of a "
+                   "fragmented message)")
+_UVICORN_HTTPTOOLS_VIOLATIONS = {
+    "test_malformed_request_gets_400_and_close[no-host]":
+        "answers 200 to an HTTP/1.1 request without Host (RFC 9112 §3.2: MUST respond 400)",
+    "test_malformed_request_gets_400_and_close[two-hosts]":
+        "answers 200 to a request with two Host fields (RFC 9112 §3.2: MUST respond 400)",
+    "test_http10_gets_no_chunked_encoding":
+        "sends Transfer-Encoding: chunked to an HTTP/1.0 client (RFC 9112 §6.1: MUST NOT)",
+    "test_no_100_continue_to_http10":
+        "sends 100 Continue to an HTTP/1.0 client (RFC 9110 §10.1.1: MUST NOT)",
 }
 
 VIOLATIONS: dict[str, dict[str, str]] = {
     # server -> "test_name" or "test_name[case]" -> the rule it breaks, with its source
-    "uvicorn": {
-        "test_malformed_request_gets_400_and_close[no-host]":
-            "answers 200 to an HTTP/1.1 request without Host (RFC 9112 §3.2: MUST respond 400)",
-        "test_malformed_request_gets_400_and_close[two-hosts]":
-            "answers 200 to a request with two Host fields (RFC 9112 §3.2: MUST respond 400)",
-        "test_http10_gets_no_chunked_encoding":
-            "sends Transfer-Encoding: chunked to an HTTP/1.0 client (RFC 9112 §6.1: MUST NOT)",
-        "test_no_100_continue_to_http10":
-            "sends 100 Continue to an HTTP/1.0 client (RFC 9110 §10.1.1: MUST NOT)",
-    },
+    "uvicorn": {**_UVICORN_HTTPTOOLS_VIOLATIONS, "test_autobahn_fuzzingclient": _AUTOBAHN_7_1_5},
+    "uvicorn-wsproto": dict(_UVICORN_HTTPTOOLS_VIOLATIONS),
     "uvicorn-h11": {
+        "test_autobahn_fuzzingclient": _AUTOBAHN_7_1_5,
         "test_content_length_with_transfer_encoding_closes":
             "serves a request with both Transfer-Encoding and Content-Length and keeps the"
             " connection open (RFC 9112 §6.3: MUST close after responding)",
     },
     "hypercorn": {
+        "test_client_close_code_reaches_the_app":
+            "websocket.disconnect carries 1006 instead of the client's close code (ASGI"
+            " WebSocket spec, Disconnect: code is the WebSocket close code received)",
         "test_content_length_with_transfer_encoding_closes":
             "serves a request with both Transfer-Encoding and Content-Length and keeps the"
             " connection open (RFC 9112 §6.3: MUST close after responding)",
@@ -209,6 +258,10 @@ VIOLATIONS: dict[str, dict[str, str]] = {
         "test_exception_after_start_closes_the_connection":
             "an app that raises after http.response.start leaves a cut response open"
             " (ASGI HTTP spec: the server must close the connection)",
+        "test_autobahn_fuzzingclient":
+            "Autobahn cases 1.1.1, 1.2.1, 6.1.1 and 6.1.2 FAILED: an empty message is never"
+            " sent (websocket.send with text '' or bytes b'' is dropped; ASGI WebSocket spec,"
+            " Send: exactly one of bytes or text must be non-None, and '' is not None)",
     },
     "granian": {
         "test_malformed_request_gets_400_and_close[no-host]":
@@ -246,22 +299,35 @@ H2_FEATURES: dict[str, str] = {
     "h2-reset": "h2c",
     "h2-app-error": "h2c",
     "h2-goaway": "h2c",
+    "ws-h2": "h2c",
 }
+
+
+#: The WebSocket features beyond the handshake (the ``websocket`` row, declared by hand
+#: above): a server whose registry entry does not list ``websocket`` is declared unsupported
+#: for all of them without a line of its own, so they turn into expected passes the day its
+#: entry gains the protocol (and its ``websocket`` line goes). ``ws-h2`` needs ``h2c`` too.
+WS_FEATURES = frozenset({"ws-subprotocol", "ws-denial-response", "ws-close-codes",
+                         "ws-app-error", "ws-ping-pong", "ws-fragmentation", "ws-max-size",
+                         "ws-deflate", "ws-shutdown", "ws-h2", "autobahn"})
 
 
 def unsupported_reason(server: str, feature: str) -> str | None:
     """Why ``server`` does not offer ``feature``, or None when it claims to: its line in
-    ``UNSUPPORTED``, else, for an HTTP/2 feature, the registry's protocols without the one
-    it needs (``H2_FEATURES``)."""
+    ``UNSUPPORTED``, else the registry's protocols without the one the feature needs: the
+    HTTP/2 ones (``H2_FEATURES``), then ``websocket`` (``WS_FEATURES``)."""
     reason = UNSUPPORTED.get(server, {}).get(feature)
+    if reason is not None or server not in SERVERS:
+        return reason
+    protocols = SERVERS[server].protocols
+    speaks = f"speaks {', '.join(sorted(protocols))} (registry)"
     needs = H2_FEATURES.get(feature)
-    if reason is None and needs is not None and server in SERVERS:
-        protocols = SERVERS[server].protocols
-        if needs not in protocols:
-            mode = "in clear text (h2c)" if needs == "h2c" else "over TLS (ALPN h2)"
-            return (f"no HTTP/2 {mode}: speaks {', '.join(sorted(protocols))} "
-                    "(registry)")
-    return reason
+    if needs is not None and needs not in protocols:
+        mode = "in clear text (h2c)" if needs == "h2c" else "over TLS (ALPN h2)"
+        return f"no HTTP/2 {mode}: {speaks}"
+    if feature in WS_FEATURES and "websocket" not in protocols:
+        return f"no WebSocket: {speaks}"
+    return None
 
 
 # --- raw HTTP/1.1 over a socket ---------------------------------------------------------------
@@ -368,6 +434,13 @@ class Connection:
                 return data, False
         data, self.buffer = self.buffer[:size], self.buffer[size:]
         return data, True
+
+    def read_exactly(self, size: int) -> bytes:
+        """The next ``size`` bytes; EOFError when the server closes the connection first."""
+        data, complete = self._exactly(size)
+        if not complete:
+            raise EOFError(f"the server closed the connection ({len(data)}/{size} bytes)")
+        return data
 
     def read_head(self) -> Response | None:
         """The next status line and header block, or None when the server closed first."""

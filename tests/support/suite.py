@@ -5,6 +5,7 @@ that ``bench conformance`` turns into the feature matrix."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ def option(config: pytest.Config, name: str, env: str) -> str:
     return str(value) if value else os.environ.get(env, "")
 
 
-def record_outcome(records: dict[str, dict[str, str]], report: pytest.TestReport,
+def record_outcome(records: dict[str, dict[str, Any]], report: pytest.TestReport,
                    server: str, feature: str) -> None:
     """Fold one phase's ``report`` into ``records[report.nodeid]``: passed, skipped,
     xfailed, violation (an xfail whose reason starts "violation: "), failed or error, with
