@@ -35,6 +35,7 @@ delays (the report says both).
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -452,8 +453,10 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
 
 def keep_configs(folder: Path, out: Path) -> None:
     """Copy one generated config of each proxy and scenario into ``out/configs``, so the
-    results keep what ran (the temporary folder goes)."""
+    results keep what ran (the temporary folder goes); the configs of an earlier run into
+    the same folder are removed first."""
     target = out / "configs"
+    shutil.rmtree(target, ignore_errors=True)
     for config in sorted(folder.glob("*/*.c*")):
         if config.suffix in (".conf", ".cfg"):
             name = f"{config.parent.name.rsplit('-', 1)[0]}-{config.name}"

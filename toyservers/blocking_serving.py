@@ -12,6 +12,9 @@ loop, protocol and cycle:
 - ``run_server``: block in ``serve()``; a failure to listen is one line and status 1, as
   ``toyservers._server.run_server`` says it for the asyncio servers.
 
+Deliberately left out: a PROXY header in front of TLS (toy-wsgi serves no TLS), and one on a
+UNIX socket unless ``--forwarded-allow-ips '*'`` (a UNIX peer has no address to trust).
+
 Spec: "The PROXY protocol, versions 1 & 2" (haproxy.org, doc/proxy-protocol.txt), section 2
 (the receiver reads the header before any other byte); Python's ``signal`` module (handlers
 run in the main thread).
