@@ -280,7 +280,8 @@ def check_report(command: PageCommand, data: dict[str, Any]) -> None:
         return
     rows = data["rows"]
     if command.subcommand == "cluster":  # a table per scenario; "rows" is the hop's
-        rows = [*rows, *data["balance"], *data["failover"], *data["rolling"]]
+        rows = [*rows, *data["balance"], *data["failover"], *data["rolling"],
+                *data["websocket"]]
     assert rows, "no row was measured"
     # "skipped" is a row the report explains and a student can fix (bjoern not built, gevent
     # missing: the page says how); "failed" is a server that did not start or answer.

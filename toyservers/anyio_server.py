@@ -52,7 +52,6 @@ from toyservers.config import Config
 from toyservers.h11_checks import H11Framer, H11Steps
 from toyservers.http1_cycle import RequestResponseCycle as HTTP1Cycle
 from toyservers.lifespan import Lifespan, LifespanFailure
-from toyservers.proxy import trusted_peers
 from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -375,12 +374,10 @@ async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str
     if stop_accepting is not None:
         services.start_soon(anyio_serving.close_when_set, stop_accepting, listener)
 
-    trusted = trusted_peers(state.config.forwarded_allow_ips)
-
     async def handle(stream: ByteStream) -> None:
         header = None
         if state.config.proxy_protocol:  # --proxy-protocol: a PROXY header first
-            read = await anyio_serving.proxy_header(stream, trusted,
+            read = await anyio_serving.proxy_header(stream, state.trusted,
                                                     state.config.timeout_headers)
             if read is None:
                 await stream.aclose()

@@ -364,23 +364,18 @@ class Prefixed(ByteStream):
 
 
 async def proxy_header(stream: ByteStream, trusted: Trusted, timeout: float
-                       ) -> tuple[ByteStream, ProxyHeader | None] | None:
-    """Read the PROXY header a connection starts with (``toyservers.proxy_protocol``; the
-    rules of ``toyservers._server.ProxyProtocolReader``): the stream to serve and the header
-    (None: the connection is HTTP from the peer itself); None when the connection must
-    close (a header from an untrusted peer, a malformed one, or none within ``timeout``
-    seconds)."""
+                       ) -> tuple[ByteStream, ProxyHeader] | None:
+    """Read the PROXY header a connection starts with (``toyservers.proxy_protocol.take``,
+    believed from a peer in ``trusted`` only): the stream to serve, and the header
+    (``proxy_protocol.NO_HEADER``: the connection is HTTP from the peer itself); None when
+    the connection must close (a header from an untrusted peer, a malformed one, or none
+    within ``timeout`` seconds)."""
+    peer = address(stream.extra(SocketAttribute.remote_address, None))
     data = b""
     with anyio.move_on_after(timeout):
         try:
-            while (starts := proxy_protocol.starts_header(data)) is None:
-                data += await stream.receive()
-            if not starts:
-                return Prefixed(stream, data), None
-            peer = address(stream.extra(SocketAttribute.remote_address, None))
-            if peer is None or peer[0] not in trusted:
-                return None
-            while (header := proxy_protocol.parse(data)) is None:
+            while (header := proxy_protocol.take(data, peer is not None and
+                                                 peer[0] in trusted)) is None:
                 data += await stream.receive()
             return Prefixed(stream, data[header.length:]), header
         except (proxy_protocol.ProxyHeaderError, *GONE):
