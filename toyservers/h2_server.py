@@ -20,7 +20,7 @@ reading while our write buffer is full. A malformed request ends its own stream 
 
 Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
 its job), priorities (RFC 9113 §5.3.2 deprecates them), request trailers (dropped), CONNECT
-(501), WebSockets over HTTP/2.
+(501), WebSockets over HTTP/2 (over HTTP/1.1 they are toy-httptools').
 
 Spec: RFC 9113 §3 (starting), §5 (streams, flow control), §6.5 (SETTINGS), §6.8 (GOAWAY),
 §8 (HTTP semantics); RFC 7540 §3.2 (h2c); RFC 7541 (HPACK); RFC 7301 (ALPN); ASGI HTTP spec
@@ -78,14 +78,15 @@ class HTTP1ToH2Protocol(HttpToolsProtocol):
     def handle_upgrade(self, scope: Scope | None, data: bytes) -> bool:
         """Take the connection for HTTP/2: by prior knowledge (``scope`` None: its first bytes
         were the preface, RFC 9113 §3.4) or for a request asking ``Upgrade: h2c`` with valid
-        ``HTTP2-Settings`` (RFC 7540 §3.2), which becomes stream 1. Anything else is answered
-        as HTTP/1.1 (False), and so is either way in over TLS, where only ALPN picks h2 (RFC
-        9113 §3.3: h2c is cleartext only; the h2c-smuggling pattern)."""
-        if self.scheme == "https":
+        ``HTTP2-Settings`` (RFC 7540 §3.2), which becomes stream 1. Neither way in is taken
+        over TLS, where only ALPN picks h2 (RFC 9113 §3.3: h2c is cleartext only; the
+        h2c-smuggling pattern). Any other request asking Upgrade goes to toy-httptools' hook
+        (a WebSocket handshake takes the connection; the rest is answered as HTTP/1.1)."""
+        if scope is None and self.scheme == "https":
             return False
-        upgrade = None if scope is None else http2.h2c_upgrade(scope)  # HTTP2-Settings, scope
+        upgrade = None if scope is None or self.scheme == "https" else http2.h2c_upgrade(scope)
         if scope is not None and upgrade is None:
-            return False
+            return super().handle_upgrade(scope, data)
         self.stop_reading()
         self.switch_protocol(H2Protocol(self.state, upgrade), data)
         return True
