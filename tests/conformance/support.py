@@ -136,8 +136,6 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-h11": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-httptools": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-h2": {  # HTTP/1.1 by toy-httptools' protocol; HTTP/2 by h2 on the same port
-        "ws-h2": "WebSocket over HTTP/1.1 only: its SETTINGS do not enable extended CONNECT "
-                 "(RFC 8441 §3)",
         "ext-trailers": "offered over HTTP/2 only",
         "ext-early-hints": "not offered (trailers and tls are the extensions)",
         "ext-pathsend": "not offered (trailers and tls are the extensions)",
