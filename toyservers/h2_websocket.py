@@ -223,8 +223,7 @@ class WebSocketStream:
 
     @property
     def flow(self) -> FlowControl:
-        """What ``send()`` waits on: the stream's window while frames wait for it, else the
-        connection's write buffer (``H2Protocol.flow``)."""
+        """What ``send()`` waits on: frames waiting for credit, else the connection's buffer."""
         return self.window if self.window.write_paused else self.owner.flow
 
     # --- the client's side ---
@@ -272,9 +271,8 @@ class WebSocketStream:
 
     def give_credit(self) -> None:
         """Grant the client the credit of the DATA the engine has read (RFC 9113 §6.9)."""
-        if self.credit and not self.gone:
-            with contextlib.suppress(h2.exceptions.ProtocolError):  # the stream is gone
-                self.conn.acknowledge_received_data(self.credit, self.stream_id)
+        if self.credit and not self.gone:  # (h2 ignores it for a stream closed meanwhile)
+            self.conn.acknowledge_received_data(self.credit, self.stream_id)
             self.owner.flush()
         self.credit = 0
 
@@ -305,10 +303,14 @@ class WebSocketStream:
 
     def write(self, data: bytes) -> None:
         """Frames for the client (or a denial's body): DATA within its windows, the rest kept
-        in ``pending`` until its WINDOW_UPDATE (``wake_sender``)."""
+        in ``pending`` until its WINDOW_UPDATE (``wake_sender``). Our close frame is the last:
+        its DATA carries END_STREAM."""
         if not self.gone and not self.ending:
             self.pending += data
-            self.send_pending()
+            if self.engine.close_sent:
+                self.end_stream()
+            else:
+                self.send_pending()
 
     def end_stream(self) -> None:
         """END_STREAM after what is pending; RST_STREAM CANCEL if the stream is not done
@@ -320,8 +322,7 @@ class WebSocketStream:
         self.send_pending()
 
     def send_pending(self) -> None:
-        """Frame what is pending as the windows allow (``http2.send_data``), END_STREAM on the
-        last of it once ``ending``; the stream is done when both sides are."""
+        """Frame what is pending as the windows allow, END_STREAM on its last once ``ending``."""
         if not self.gone and not self.ended:
             rest, frames = http2.send_data(self.conn, self.stream_id,
                                            memoryview(self.pending), self.ending)
@@ -347,8 +348,7 @@ class WebSocketStream:
         self.read_events()
 
     def on_close_sent(self) -> None:
-        """Our close frame is out: END_STREAM; read on, for the client's close frame."""
-        self.end_stream()
+        """Our close frame is out (with END_STREAM: ``write``): read on, for the client's."""
         self.cycle.reading_paused = False
         self.read_events()
 
@@ -380,8 +380,7 @@ class WebSocketStream:
         self.finish()
 
     def disconnect(self) -> None:
-        """The stream or the connection is gone: the app sees 1006, a send() waiting for
-        credit wakes (and raises ClientDisconnected)."""
+        """The stream or connection is gone: the app sees 1006; a waiting send() raises."""
         self.gone = True
         self.cycle.disconnect(websocket.ABNORMAL)
         self.window.resume_writing()
