@@ -263,12 +263,18 @@ def loop() -> Iterator[FakeClockLoop]:
     yield from fake_loop_fixture()
 
 
-def open_ws(h: H2Harness, path: bytes = b"/ws") -> int:
+def send_connect(h: H2Harness, path: bytes = b"/ws") -> int:
+    """An extended CONNECT for a WebSocket on ``path`` (RFC 8441 §5); its stream id."""
     sid: int = h.client.get_next_available_stream_id()
     h.client.send_headers(sid, [(b":method", b"CONNECT"), (b":protocol", b"websocket"),
                                 (b":scheme", b"http"), (b":authority", b"example.com"),
                                 (b":path", path), (b"sec-websocket-version", b"13")])
     h.pump()
+    return sid
+
+
+def open_ws(h: H2Harness, path: bytes = b"/ws") -> int:
+    sid = send_connect(h, path)
     assert h.response(sid)[0] == 200
     return sid
 
@@ -365,3 +371,13 @@ def test_the_rfc8441_frame_transcript_is_current() -> None:
     assert "ENABLE_CONNECT_PROTOCOL = 1" in out.stdout and ":protocol: websocket" in out.stdout
     assert "ws bytes: 81 85 37 fa 21 3d 7f 9f 4d 51 58" in out.stdout  # RFC 6455 §5.7
     assert "ws bytes: 81 05 48 65 6c 6c 6f" in out.stdout  # the echo, unmasked
+
+
+def test_websockets_count_against_limit_concurrency(loop: FakeClockLoop) -> None:
+    """A WebSocket's app is a running task, as uvicorn's --limit-concurrency counts it: past
+    the limit, an extended CONNECT is answered 503 (RFC 9110 §15.6.4)."""
+    HOLDS.append(asyncio.Event())
+    h = H2Harness(loop, app, limit_concurrency=1)
+    open_ws(h, b"/hold")
+    assert h.response(send_connect(h))[0] == 503
+    HOLDS[-1].set()
