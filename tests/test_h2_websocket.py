@@ -5,9 +5,10 @@ Autobahn|Testsuite speaks HTTP/1.1 only, so these tests drive toy-h2 (served in 
 extended CONNECT, wsproto for the frames. End to end: text and binary echo, fragments with a
 ping between, a 1 MiB message each way across the flow-control windows, the close handshake
 from either side, 1009 past ``ws_max_size``, the client's RST_STREAM, permessage-deflate, two
-WebSockets and a plain request at once on one connection, and RFC 8441's errors. In memory
-(``tests/support/h2_harness.py``, a fake clock): backpressure both ways, graceful shutdown,
-the close timeout and the access line.
+WebSockets and a plain request at once on one connection, RFC 8441's errors, and a toy-h2
+process stopped by SIGTERM (1001, then GOAWAY). In memory (``tests/support/h2_harness.py``, a
+fake clock): backpressure both ways, graceful shutdown, the close timeout, the concurrency
+limit and the access line. Last, the frame transcript lesson 13 shows.
 
 Spec: RFC 8441 §3-§5; RFC 6455 §5.4, §5.5, §7.4; RFC 7692; RFC 9113 §6.9.
 """
@@ -19,6 +20,7 @@ import json
 import logging
 import os
 import queue
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ import pytest
 import wsproto.events as ws
 from h2.errors import ErrorCodes
 from h2.settings import SettingCodes
+from hyperframe.frame import DataFrame
 from wsproto.extensions import PerMessageDeflate
 
 from apps import ws_echo
@@ -39,7 +42,7 @@ from tests.support.h2_harness import H2Harness
 from tests.support.h2_websocket_client import H2WebSocketClient
 from tests.support.mock import FakeClockLoop
 from tests.support.protocol_harness import fake_loop_fixture
-from tests.support.running import serving
+from tests.support.running import running_server, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPT = ROOT / "lessons" / "transcripts" / "13-rfc8441-frames.txt"
@@ -381,3 +384,25 @@ def test_websockets_count_against_limit_concurrency(loop: FakeClockLoop) -> None
     open_ws(h, b"/hold")
     assert h.response(send_connect(h))[0] == 503
     HOLDS[-1].set()
+
+
+def test_sigterm_closes_websocket_streams_1001_then_goaway() -> None:
+    """A toy-h2 process told to stop (SIGTERM): the WebSocket stream gets close 1001 with
+    END_STREAM, then the connection its GOAWAY; once the client answers the close, the stream
+    is done, the connection closes and the process exits."""
+    with running_server("toy-h2", app="tests.support.ws_echo_app:app") as server:
+        with H2WebSocketClient(server.port) as client:
+            sid = client.connect()
+            client.send(sid, ws.TextMessage(data="before"))
+            assert client.messages(sid, 1) == ["before"]
+            assert server.process.proc is not None
+            server.process.proc.send_signal(signal.SIGTERM)
+            assert client.close_of(sid).code == 1001
+            assert client.pump(lambda: client.terminated is not None)
+            assert (client.terminated.error_code, client.terminated.last_stream_id) == (0, sid)
+            assert client.streams[sid].ended  # the close frame carried END_STREAM
+            # h2 sends nothing after a GOAWAY it received; RFC 9113 §6.8 lets this stream
+            # finish: our close frame, framed by hand
+            client.sock.sendall(DataFrame(sid, frame(CLOSE, close_payload(1001)),
+                                          flags=["END_STREAM"]).serialize())
+            assert server.process.proc.wait(timeout=WAIT * 3) == 0, server.log_tail()
