@@ -25,7 +25,8 @@ Backpressure both ways: ``send()`` waits while the write buffer is over its high
 for the app (``reading_paused``; ``receive()`` resumes it).
 
 The connection under it (``WSConnection``: write, drain, the hooks) is
-``websocket_protocol.WSProtocol`` on asyncio.
+``websocket_protocol.WSProtocol`` on asyncio, or one HTTP/2 stream of toy-h2
+(``h2_websocket.WebSocketStream``, RFC 8441).
 
 Spec: ASGI 3.0, WebSocket connection scope and events, spec version 2.4, and the WebSocket
 Denial Response extension (https://asgi.readthedocs.io/en/latest/specs/www.html); RFC 6455
@@ -71,9 +72,15 @@ def websocket_scope(scope: Scope, subprotocols: list[str]) -> Scope:
 
 
 def log_handshake(protocol: WSConnection, scope: Scope, status: int) -> None:
-    """The access line of the handshake request, with the status it got (101 when accepted)."""
+    """The access line of the handshake request, with the status it got (101 when accepted;
+    over HTTP/2 the request is an extended CONNECT, accepted with 200: RFC 8441 §5)."""
     if protocol.access_log:
-        log_request(protocol.client, "GET", scope["raw_path"], scope["query_string"], "1.1",
+        version = scope["http_version"]
+        if version == "2":
+            method, status = "CONNECT", 200 if status == 101 else status
+        else:
+            method = "GET"
+        log_request(protocol.client, method, scope["raw_path"], scope["query_string"], version,
                     status)
 
 
@@ -92,12 +99,15 @@ class Engine(Protocol):
 
 
 class WSConnection(Protocol):
-    """What the cycle needs of the connection under it (``websocket_protocol.WSProtocol``)."""
+    """What the cycle needs of the connection under it (``websocket_protocol.WSProtocol``,
+    ``h2_websocket.WebSocketStream``)."""
 
     state: ServerState
     client: tuple[str, int] | None
-    flow: FlowControl
     access_log: bool
+
+    @property
+    def flow(self) -> FlowControl: ...  # what send() waits on
 
     def write(self, data: bytes) -> None: ...
     def on_accept(self) -> None: ...

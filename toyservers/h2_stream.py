@@ -29,11 +29,25 @@ from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
 
 
+class Stream(Protocol):
+    """What the connection asks of each of its streams: a request's ``RequestResponseCycle``
+    (here) or a WebSocket's (``h2_websocket.WebSocketStream``). ``on_data``: DATA for it, True
+    when the stream gives the credit back itself (else the connection does, at once)."""
+
+    more_body: bool  # the client may still send body that an app waits for (timeout_body)
+
+    def on_data(self, data: bytes, length: int) -> bool: ...
+    def on_end(self) -> None: ...
+    def wake_sender(self) -> None: ...
+    def disconnect(self) -> None: ...
+    def shutdown(self) -> None: ...
+
+
 class StreamOwner(asgi.ServerProtocol, Protocol):
     """What a stream's cycle needs of its connection (``h2_server.H2Protocol``)."""
 
     conn: h2.connection.H2Connection
-    streams: dict[int, RequestResponseCycle]
+    streams: dict[int, Stream]
     budget: http2.FloodBudget
     access_log: bool
     app: Any
@@ -77,6 +91,29 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if run:
             cycle.start_task(protocol.app)
         return cycle
+
+    def on_data(self, data: bytes, length: int) -> bool:
+        """Body for the app (``length``: its flow-controlled size); the credit goes back as the
+        app takes it. False when nobody will read it: the connection gives it back."""
+        if self.response_complete or self.disconnected:
+            return False
+        self.body_size += len(data)
+        limit = self.protocol.config.max_body_size
+        if self.content_length is not None and self.body_size > self.content_length:
+            self.malformed()  # more than it declared
+        elif limit is not None and self.body_size > limit:
+            self.send_error(413)  # RFC 9110 §15.5.14
+        else:
+            self.body += data
+            self.credit += length
+            # the body deadline moves on with each DATA frame
+            self.protocol.deadline.set("body", self.protocol.config.timeout_body)
+            self.wake()
+            return True
+        return False
+
+    def shutdown(self) -> None:
+        """Graceful shutdown: a request in flight finishes (the connection's GOAWAY says so)."""
 
     def on_end(self) -> None:
         """The client ended the stream: the body is whole, unless it is short of its

@@ -88,17 +88,20 @@ class BodyLengthDecoder(hpack.Decoder):
         return [field for field in headers if field[0] != b"content-length"]
 
 
-def connection(max_header_size: int) -> tuple[h2.connection.H2Connection, BodyLengthDecoder]:
+def connection(max_header_size: int, connect_protocol: bool = False
+               ) -> tuple[h2.connection.H2Connection, BodyLengthDecoder]:
     """A server-side h2 connection and its HPACK decoder (a ``BodyLengthDecoder``). Its
     SETTINGS (sent by ``initiate_connection``) say ``MAX_CONCURRENT_STREAMS``,
     ``MAX_FRAME_SIZE`` and a header list of ``max_header_size`` bytes, which the decoder
-    enforces from the start (RFC 9113 §6.5.2), before the client ACKs them."""
+    enforces from the start (RFC 9113 §6.5.2), before the client ACKs them; with
+    ``connect_protocol``, ``ENABLE_CONNECT_PROTOCOL`` 1 (RFC 8441 §3: WebSocket streams)."""
     conn = h2.connection.H2Connection(h2.config.H2Configuration(
         client_side=False, header_encoding=None))
     conn.local_settings = Settings(client=False, initial_values={
         SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
         SettingCodes.MAX_HEADER_LIST_SIZE: max_header_size,
-        SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: MAX_FRAME_SIZE})
+        SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: MAX_FRAME_SIZE,
+        **({SettingCodes.ENABLE_CONNECT_PROTOCOL: 1} if connect_protocol else {})})
     conn.decoder = decoder = BodyLengthDecoder(max_header_size)
     return conn, decoder
 
@@ -139,9 +142,10 @@ def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
     regular field), and joined the cookie fields (§8.2.3). ``:authority`` is added to
     ``headers`` as ``host`` when there is none, since apps read ``host`` (§8.3.1: the two
     "MUST NOT" differ). ``status`` is 0, or the answer to give instead of running the app: 501
-    for CONNECT (no proxy here), 400 for a ``:path`` of no request-target form (RFC 9112
-    §3.2) or with a byte that is not visible ASCII (a space, DEL, a control byte, raw UTF-8),
-    431 past ``max_headers`` fields (RFC 6585 §5).
+    for CONNECT (no proxy here) unless it is RFC 8441's extended CONNECT (``:protocol``; its
+    ``:path`` is an origin-form target, §5), 400 for a ``:path`` of no request-target form
+    (RFC 9112 §3.2) or with a byte that is not visible ASCII (a space, DEL, a control byte,
+    raw UTF-8), 431 past ``max_headers`` fields (RFC 6585 §5).
     """
     pseudo, headers = {}, []
     for name, value in fields:
@@ -153,13 +157,13 @@ def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
     authority = pseudo.get(b":authority")
     if authority is not None and not any(name == b"host" for name, _ in headers):
         headers.insert(0, (b"host", authority))
-    if method == "CONNECT":
+    if method == "CONNECT" and b":protocol" not in pseudo:
         return 501, method, b"", b"", headers
     path = pseudo.get(b":path", b"")
     try:  # a request-target is visible ASCII (RFC 3986 §2; RFC 9113 §8.3.1: malformed)
         if bad_target_byte(path):
             raise http1.BadTarget("a byte outside visible ASCII in :path")
-        raw_path, query = http1.split_target(method, path)
+        raw_path, query = http1.split_target("GET" if method == "CONNECT" else method, path)
     except http1.BadTarget:
         return 400, method, b"", b"", headers
     return (431 if len(headers) > max_headers else 0), method, raw_path, query, headers

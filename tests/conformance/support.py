@@ -151,10 +151,9 @@ _UVICORN_HTTPTOOLS = {
 
 UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-raw": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
-    "toy-h11": dict(_TOY_HTTP1_ONLY),
-    "toy-httptools": dict(_TOY_HTTP1_ONLY),
+    "toy-h11": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
+    "toy-httptools": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-h2": {  # HTTP/1.1 by toy-httptools' protocol; HTTP/2 by h2 on the same port
-        "websocket": "no WebSockets, over HTTP/1.1 or HTTP/2",
         "ext-trailers": "offered over HTTP/2 only",
         "ext-early-hints": "not offered (trailers and tls are the extensions)",
         "ext-pathsend": "not offered (trailers and tls are the extensions)",
