@@ -6,11 +6,11 @@ one module plus one entry here. An entry is data: how its command line is built 
 several worker processes, the protocols it speaks, which distribution's version to report,
 and, for our own servers, the module holding ``serve()`` and ``run()``.
 
-Names: ``toy-raw``, ``toy-h11``, ``toy-httptools``, ``toy-anyio`` and ``toy-anyio-trio``
-(ours, ASGI; the last two are one module on anyio, run on asyncio and on trio); ``toy-wsgi`` and
-``toy-wsgi-gthread`` (ours, WSGI: the sync and the gthread worker); ``uvicorn`` (httptools +
-uvloop), ``uvicorn-h11``, ``uvicorn-wsproto`` (WebSocket by wsproto instead of websockets),
-``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers); ``gunicorn``,
+Names: ``toy-raw``, ``toy-h11``, ``toy-httptools``, ``toy-h2``, ``toy-anyio`` and
+``toy-anyio-trio`` (ours, ASGI; the last two are one module on anyio, on asyncio and on trio);
+``toy-wsgi`` and ``toy-wsgi-gthread`` (ours, WSGI: the sync and the gthread worker); ``uvicorn``
+(httptools + uvloop), ``uvicorn-h11``, ``uvicorn-wsproto`` (WebSocket by wsproto, not
+websockets), ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers); ``gunicorn``,
 ``gunicorn-gthread`` and ``waitress`` (reference WSGI: gunicorn's two workers, waitress).
 
 Servers started through a program that is not part of this package (a launcher script, a
@@ -36,9 +36,8 @@ from typing import Any, Literal
 Kind = Literal["toy", "reference", "baseline"]
 Interface = Literal["asgi", "wsgi"]
 
-#: Protocol names a server may speak: HTTP/1.1, HTTP/2 over TLS (ALPN), HTTP/2 in clear text
-#: with prior knowledge, WebSocket over HTTP/1.1 (RFC 6455); HTTP/3 over QUIC (RFC 9114) only
-#: as an optional protocol (:attr:`ServerSpec.optional_protocols`).
+#: Protocols a server may speak: HTTP/1.1, HTTP/2 over TLS (ALPN) and in clear text, WebSocket
+#: (RFC 6455); HTTP/3 over QUIC (RFC 9114) only as :attr:`ServerSpec.optional_protocols`.
 PROTOCOLS = frozenset({"http/1.1", "h2", "h2c", "websocket", "h3"})
 
 def _script(name: str) -> str:
@@ -279,7 +278,10 @@ TRIO_ONE_PROCESS = "the pre-fork workers run asyncio: use toy-anyio for --worker
 
 def _toy(name: str, module: str, description: str, interface: Interface = "asgi",
          threads: int | None = None, variant_of: str | None = None,
-         protocols: frozenset[str] = frozenset({"http/1.1"})) -> ServerSpec:
+         protocols: frozenset[str] | None = None) -> ServerSpec:
+    """A toy's entry; by default an ASGI toy speaks HTTP/1.1 and WebSocket, a WSGI one HTTP/1.1."""
+    if protocols is None:
+        protocols = frozenset({"http/1.1", "websocket"} if interface == "asgi" else {"http/1.1"})
     argv = Argv("toyserve", head=("{app}", "--server", variant_of or name),
                 listen_tls=_TOY_TLS if interface == "asgi" else None,  # toy-wsgi has no TLS
                 options=("--log-level", "warning"), access_log=("--access-log",),
@@ -351,13 +353,10 @@ def _entries() -> dict[str, ServerSpec]:
                                    "x-forwarded-for x-forwarded-proto x-forwarded-host "
                                    "x-forwarded-port"))
     specs = [
-        _toy("toy-raw", "toyservers.raw_asyncio", "ours: HTTP/1.1 parsed by hand on asyncio",
-             protocols=frozenset({"http/1.1", "websocket"})),
-        _toy("toy-h11", "toyservers.h11_server", "ours: sans-IO HTTP/1.1 with h11",
-             protocols=frozenset({"http/1.1", "websocket"})),
+        _toy("toy-raw", "toyservers.raw_asyncio", "ours: HTTP/1.1 parsed by hand on asyncio"),
+        _toy("toy-h11", "toyservers.h11_server", "ours: sans-IO HTTP/1.1 with h11"),
         _toy("toy-httptools", "toyservers.httptools_server",
-             "ours: llhttp callbacks through httptools",
-             protocols=frozenset({"http/1.1", "websocket"})),
+             "ours: llhttp callbacks through httptools"),
         _toy("toy-h2", "toyservers.h2_server",
              "ours: HTTP/2 with h2 (TLS+ALPN, prior knowledge, h2c), HTTP/1.1 by toy-httptools",
              protocols=frozenset({"http/1.1", "h2", "h2c", "websocket"})),
@@ -373,8 +372,7 @@ def _entries() -> dict[str, ServerSpec]:
              "wsgi", WSGI_THREADS, "toy-wsgi"),
         _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
         _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop", "uvicorn"),
-        # uvicorn's WebSocket is the websockets library by default (--ws auto); this row is
-        # its other implementation, as toy-h11 and toy-anyio will use it.
+        # uvicorn's --ws auto is the websockets library; wsproto is what toy-h11 and toy-anyio use
         _uvicorn("uvicorn-wsproto", "httptools", "uvicorn, httptools + uvloop, WebSocket by "
                  "wsproto", "uvicorn", ws=("--ws", "wsproto")),
         ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",
