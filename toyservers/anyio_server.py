@@ -44,7 +44,7 @@ import h11
 import sniffio
 from anyio.abc import ByteStream, TaskGroup
 
-from toyservers import _server, anyio_serving, h11_checks, listeners, tls
+from toyservers import _server, anyio_serving, h11_checks, listeners, tls, websocket_anyio
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.anyio_serving import GONE, StreamProtocol
 from toyservers.asgi import ClientDisconnected, scope_template
@@ -180,6 +180,11 @@ class AnyioProtocol(H11Steps, StreamProtocol):
         if isinstance(scope, int):
             self.error = scope
             return False
+        if any(name == b"upgrade" for name, _ in scope["headers"]):  # a WebSocket handshake?
+            self.switched = websocket_anyio.upgrade(self, scope, self.conn.trailing_data[0],
+                                                    "wsproto")  # (--ws auto is wsproto here)
+            if self.switched is not None:
+                return False  # run() runs it, once reading ends
         expect_100 = self.conn.they_are_waiting_for_100_continue
         framer = H11Framer(self.conn, scope["method"] == "HEAD")
         self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100)
@@ -210,8 +215,8 @@ class AnyioProtocol(H11Steps, StreamProtocol):
         than on the semaphore (630k -> 610k). The task returns, and the next request gets a
         new one, when its app set a context variable (a request must not see another's:
         ``copy_context()`` compares equal until then), when another app task already waits
-        (this app went on after its response), or when reading is over (``finish`` wakes a
-        waiting one with no request)."""
+        (this app went on after its response), or when reading is over (``stop_reading``
+        wakes a waiting one with no request)."""
         context, tasks = contextvars.copy_context(), self.state.tasks
         while cycle is not None:
             tasks.add(cycle)  # a running app, for limit_concurrency
@@ -225,12 +230,11 @@ class AnyioProtocol(H11Steps, StreamProtocol):
             await self.next_request.acquire()
             cycle, self.handed = self.handed, None
 
-    async def finish(self, status: int) -> None:
+    def stop_reading(self) -> None:
         self.ended = True
         if self.app_waits:  # wake it with no request: it returns
             self.app_waits = False
             self.next_request.release()
-        await super().finish(status)
     # --8<-- [end:run_app]
 
     # Between requests

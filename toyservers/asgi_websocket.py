@@ -25,7 +25,7 @@ Backpressure both ways: ``send()`` waits while the write buffer is over its high
 for the app (``reading_paused``; ``receive()`` resumes it).
 
 The connection under it (``WSConnection``: write, drain, the hooks) is
-``websocket_protocol.WSProtocol`` on asyncio.
+``websocket_protocol.WSProtocol`` on asyncio, ``websocket_anyio.AnyioWSProtocol`` on anyio.
 
 Spec: ASGI 3.0, WebSocket connection scope and events, spec version 2.4, and the WebSocket
 Denial Response extension (https://asgi.readthedocs.io/en/latest/specs/www.html); RFC 6455
@@ -48,7 +48,6 @@ from toyservers.access_log import log_request
 from toyservers.asgi import ClientDisconnected
 
 if TYPE_CHECKING:
-    from toyservers.flow_control import FlowControl
     from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -91,13 +90,24 @@ class Engine(Protocol):
     def send_close(self, code: int | None, reason: str = "") -> bytes: ...
 
 
+class WriteFlow(Protocol):
+    """The write side of ``flow_control.FlowControl`` (toy-anyio: ``websocket_anyio.Sender``)."""
+
+    @property
+    def write_paused(self) -> bool: ...
+    async def drain(self) -> None: ...
+
+
 class WSConnection(Protocol):
-    """What the cycle needs of the connection under it (``websocket_protocol.WSProtocol``)."""
+    """What the cycle needs of the connection under it (``websocket_protocol.WSProtocol``;
+    toy-anyio: ``websocket_anyio.AnyioWSProtocol``)."""
 
     state: ServerState
     client: tuple[str, int] | None
-    flow: FlowControl
     access_log: bool
+
+    @property
+    def flow(self) -> WriteFlow: ...
 
     def write(self, data: bytes) -> None: ...
     def on_accept(self) -> None: ...
@@ -130,7 +140,7 @@ class WebSocketCycle:
         self.last: Message | None = None  # the websocket.disconnect the app was given
         self.reading_paused = False  # the connection stopped reading: the queue was full
         self.framer: http1.ResponseFramer | None = None  # the denial response's
-        self.task: asyncio.Task[None] | None = None
+        self.task: object = None  # the app's, in state.tasks while it runs (asyncio: its Task)
 
     # --- from the connection ---
 

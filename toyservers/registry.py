@@ -313,9 +313,10 @@ def _entries() -> dict[str, ServerSpec]:
              "ours: HTTP/2 with h2 (TLS+ALPN, prior knowledge, h2c), HTTP/1.1 by toy-httptools",
              protocols=frozenset({"http/1.1", "h2", "h2c"})),
         _toy("toy-anyio", "toyservers.anyio_server",
-             "ours: h11 on anyio streams, task groups and cancel scopes (asyncio)"),
-        _one_process(_toy("toy-anyio-trio", "toyservers.anyio_trio", "ours: toy-anyio on trio"),
-                     TRIO_ONE_PROCESS),
+             "ours: h11 on anyio streams, task groups and cancel scopes (asyncio)",
+             protocols=frozenset({"http/1.1", "websocket"})),
+        _one_process(_toy("toy-anyio-trio", "toyservers.anyio_trio", "ours: toy-anyio on trio",
+                          protocols=frozenset({"http/1.1", "websocket"})), TRIO_ONE_PROCESS),
         _toy("toy-wsgi", "toyservers.wsgi_server",
              "ours: WSGI on sockets and threads, sync worker (gthread with a thread count)",
              "wsgi"),
@@ -325,7 +326,7 @@ def _entries() -> dict[str, ServerSpec]:
         _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
         _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop", "uvicorn"),
         # uvicorn's WebSocket is the websockets library by default (--ws auto); this row is
-        # its other implementation, as toy-h11 and toy-anyio will use it.
+        # its other implementation, as toy-anyio uses it (and toy-h11 will).
         _uvicorn("uvicorn-wsproto", "httptools", "uvicorn, httptools + uvloop, WebSocket by "
                  "wsproto", "uvicorn", ws=("--ws", "wsproto")),
         ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",
