@@ -14,9 +14,11 @@ returns once the bytes are written: the write backpressure. Graceful shutdown ca
 listener's scope, asks each connection to finish, and gives the connections' task group
 ``timeout_graceful_shutdown`` seconds before its scope cancels what is left. The same code runs
 on trio (``toy-anyio-trio``, ``toyservers/anyio_trio.py``). What h11 lets through is checked by
-``toyservers.h11_checks``, shared with toy-h11.
+``toyservers.h11_checks``, shared with toy-h11. A request asking ``Upgrade: websocket`` ends
+the reading of HTTP (``websocket_anyio.upgrade``, on wsproto for ``--ws auto``), and the
+connection's task runs the WebSocket instead: ``websocket_anyio.AnyioWSProtocol``.
 
-Deliberately left out: what toy-h11 leaves out (WebSocket and other upgrades, CONNECT,
+Deliberately left out: what toy-h11 leaves out (upgrades other than WebSocket, CONNECT,
 HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``,
 zero-copy files); ``--workers`` on trio (the supervisor's workers run asyncio).
 
@@ -26,7 +28,8 @@ TLS extension; lifespan via ``toyservers.lifespan``. anyio's cancel scopes and t
 (https://anyio.readthedocs.io/en/stable/cancellation.html).
 
 Compare with: h11's examples/trio-server.py (a task per connection, straight-line reads),
-hypercorn/protocol/h11.py with hypercorn/trio/tcp_server.py, and toyservers/h11_server.py.
+hypercorn/protocol/h11.py with hypercorn/trio/tcp_server.py, and toyservers/h11_server.py;
+for WebSocket, hypercorn/protocol/ws_stream.py (wsproto under the same asyncio/trio split).
 """
 
 from __future__ import annotations
@@ -173,18 +176,18 @@ class AnyioProtocol(H11Steps, StreamProtocol):
         return True
 
     def on_request(self, event: h11.Request) -> bool:
-        """Check the request and start its cycle in the task group; False when refused."""
+        """Start the request's cycle in the task group; False when refused or a WebSocket."""
         self.clear_deadline()
         self.body_size = 0
         scope = h11_checks.request_scope(self, event)
         if isinstance(scope, int):
             self.error = scope
             return False
-        if any(name == b"upgrade" for name, _ in scope["headers"]):  # a WebSocket handshake?
-            self.switched = websocket_anyio.upgrade(self, scope, self.conn.trailing_data[0],
-                                                    "wsproto")  # (--ws auto is wsproto here)
-            if self.switched is not None:
-                return False  # run() runs it, once reading ends
+        for name, _ in scope["headers"]:  # (a loop: 1k instructions less than any())
+            if name == b"upgrade" and (switched := websocket_anyio.upgrade(
+                    self, scope, self.conn.trailing_data[0], "wsproto")) is not None:
+                self.switched = switched  # a WebSocket: run() runs it once reading ends
+                return False
         expect_100 = self.conn.they_are_waiting_for_100_continue
         framer = H11Framer(self.conn, scope["method"] == "HEAD")
         self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100)

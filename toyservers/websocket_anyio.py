@@ -210,7 +210,7 @@ class AnyioWSProtocol:
                         if self.cycle.state is not CONNECTING:
                             await self.receive_events()
                     self.cycle.disconnect(websocket.ABNORMAL)  # a no-op after a close frame
-                    with anyio.move_on_after(LINGER), contextlib.suppress(*GONE):
+                    with anyio.move_on_after(LINGER):
                         await self.flow.flush()  # the last frames (a close, an HTTP answer)
                     self.flow.end()
                     self.io.cancel_scope.cancel()
