@@ -1,9 +1,9 @@
 """WebSocket end to end on every toy server that takes it (``SERVERS``), over loopback: a
 real client, raw bytes, real processes.
 
-- the ``websockets`` client library against each server in a thread (toy-raw on both engines,
-  the others on the one ``--ws auto`` gives them): echo, permessage-deflate, a subprotocol, a
-  1 MiB message, the close handshake both ways, wss:// over TLS;
+- the ``websockets`` client library against each server in a thread (toy-raw and toy-anyio on
+  both engines, the others on the one ``--ws auto`` gives them): echo, permessage-deflate, a
+  subprotocol, a 1 MiB message, the close handshake both ways, wss:// over TLS;
 - hostile input as raw bytes (RFC 6455 §7.4.1's codes: 1002, 1007, 1008 for a ping flood,
   1009), on each server, each case repeated on a server process whose RSS must stay flat;
 - the flags (``--ws``, ``--ws-max-size``, ``--ws-per-message-deflate``) through ``toyserve``;
@@ -43,10 +43,13 @@ REQUEST = (b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Up
 
 
 #: the toy servers with WebSocket: toy-h2's is toy-httptools' HTTP/1.1 protocol, handed on
-SERVERS = ["toy-raw", "toy-h11", "toy-httptools", "toy-h2"]
-#: (server, --ws): toy-raw on both engines, the others on their own (wsproto for toy-h11)
-SERVER_ENGINES = [("toy-raw", "toyservers"), ("toy-raw", "wsproto"),
+SERVERS = ["toy-raw", "toy-h11", "toy-httptools", "toy-h2", "toy-anyio", "toy-anyio-trio"]
+#: (server, --ws): toy-raw and toy-anyio on both engines, the others on their own (wsproto for
+#: toy-h11 and toy-anyio-trio)
+SERVER_ENGINES = [("toy-raw", "toyservers"), ("toy-raw", "wsproto"), ("toy-anyio", "toyservers"),
                   *((server, "auto") for server in SERVERS[1:])]
+#: one process per asyncio toy for the slower process tests (trio runs toy-anyio's code)
+PROCESS_SERVERS = SERVERS[:-1]
 
 
 @pytest.fixture(params=SERVER_ENGINES, ids="-".join)
@@ -59,7 +62,7 @@ def port(request: pytest.FixtureRequest) -> Iterator[int]:
 
 def test_the_servers_here_are_the_toys_with_websocket() -> None:
     assert {name for name, spec in REGISTRY.items() if spec.kind == "toy"
-            and "websocket" in spec.protocols} >= set(SERVERS)
+            and "websocket" in spec.protocols} == set(SERVERS)
 
 
 def client(port: int, path: str = "/ws", **options: object) -> ClientConnection:
@@ -98,7 +101,7 @@ def test_the_close_handshake_both_ways(port: int) -> None:
     assert (ws.close_code, ws.close_reason) == (4001, "bye")
 
 
-@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("server", PROCESS_SERVERS)
 def test_over_tls_the_scope_says_wss(tmp_path: Path, server: str) -> None:
     ca = trustme.CA()
     issued = ca.issue_cert(HOST)
@@ -197,7 +200,7 @@ def test_a_bad_handshake_is_refused(port: int, extra: bytes, status: bytes) -> N
         assert sock.recv(65536).startswith(b"HTTP/1.1 " + status)
 
 
-@pytest.fixture(scope="module", params=SERVERS)
+@pytest.fixture(scope="module", params=PROCESS_SERVERS)
 def server(request: pytest.FixtureRequest) -> Iterator[RunningServer]:
     with running_server(request.param, toyserve("--ws-max-size", str(1 << 20),  # type: ignore[arg-type]
                                                 server=request.param)) as running:
@@ -232,13 +235,16 @@ def toyserve(*flags: str, workers: int = 1, server: str = "toy-raw") -> object:
     def argv(port: int) -> list[str]:
         return [sys.executable, "-m", "toyservers", APP, "--server", server, "--port",
                 str(port), "--log-level", "warning", "--timeout-graceful-shutdown", "5",
-                "--workers", str(workers), *flags]
+                *(("--workers", str(workers)) if workers > 1 else ()), *flags]
     return argv
 
 
-def test_the_ws_flags_reach_the_server() -> None:
-    with running_server("toy-raw", toyserve("--ws", "wsproto", "--ws-max-size", "100",  # type: ignore[arg-type]
-                                            "--ws-per-message-deflate", "false")) as running:
+@pytest.mark.parametrize(("name", "engine"), [("toy-raw", "wsproto"),
+                                             ("toy-anyio", "toyservers")])
+def test_the_ws_flags_reach_the_server(name: str, engine: str) -> None:
+    with running_server(name, toyserve("--ws", engine, "--ws-max-size", "100",  # type: ignore[arg-type]
+                                       "--ws-per-message-deflate", "false", server=name)
+                        ) as running:
         with client(running.port) as ws:
             assert "Sec-WebSocket-Extensions" not in ws.response.headers
             ws.send("x" * 100)
@@ -247,7 +253,7 @@ def test_the_ws_flags_reach_the_server() -> None:
             with pytest.raises(ConnectionClosed):
                 ws.recv(timeout=TIMEOUT)
         assert ws.close_code == 1009
-    with running_server("toy-raw", toyserve("--ws", "none")) as running:  # type: ignore[arg-type]
+    with running_server(name, toyserve("--ws", "none", server=name)) as running:  # type: ignore[arg-type]
         with socket.create_connection((HOST, running.port), timeout=TIMEOUT) as sock:
             sock.sendall(REQUEST + b"\r\n")
             assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK")
@@ -272,8 +278,9 @@ def test_sigterm_closes_open_websockets_with_1001(server: str) -> None:
         running.process.proc.wait(TIMEOUT)
 
 
-def test_a_reload_under_workers_closes_the_old_workers_websockets_with_1012() -> None:
-    with running_server("toy-raw", toyserve(workers=2)) as running:  # type: ignore[arg-type]
+@pytest.mark.parametrize("name", ["toy-raw", "toy-anyio"])  # (trio runs no workers)
+def test_a_reload_under_workers_closes_the_old_workers_websockets_with_1012(name: str) -> None:
+    with running_server(name, toyserve(workers=2, server=name)) as running:  # type: ignore[arg-type]
         with client(running.port) as ws:
             assert running.process.proc is not None
             running.process.proc.send_signal(signal.SIGHUP)

@@ -14,9 +14,11 @@ returns once the bytes are written: the write backpressure. Graceful shutdown ca
 listener's scope, asks each connection to finish, and gives the connections' task group
 ``timeout_graceful_shutdown`` seconds before its scope cancels what is left. The same code runs
 on trio (``toy-anyio-trio``, ``toyservers/anyio_trio.py``). What h11 lets through is checked by
-``toyservers.h11_checks``, shared with toy-h11.
+``toyservers.h11_checks``, shared with toy-h11. A request asking ``Upgrade: websocket`` ends
+the reading of HTTP (``websocket_anyio.upgrade``, on wsproto for ``--ws auto``), and the
+connection's task runs the WebSocket instead: ``websocket_anyio.AnyioWSProtocol``.
 
-Deliberately left out: what toy-h11 leaves out (WebSocket and other upgrades, CONNECT,
+Deliberately left out: what toy-h11 leaves out (upgrades other than WebSocket, CONNECT,
 HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``,
 zero-copy files); ``--workers`` on trio (the supervisor's workers run asyncio).
 
@@ -26,7 +28,8 @@ TLS extension; lifespan via ``toyservers.lifespan``. anyio's cancel scopes and t
 (https://anyio.readthedocs.io/en/stable/cancellation.html).
 
 Compare with: h11's examples/trio-server.py (a task per connection, straight-line reads),
-hypercorn/protocol/h11.py with hypercorn/trio/tcp_server.py, and toyservers/h11_server.py.
+hypercorn/protocol/h11.py with hypercorn/trio/tcp_server.py, and toyservers/h11_server.py;
+for WebSocket, hypercorn/protocol/ws_stream.py (wsproto under the same asyncio/trio split).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import h11
 import sniffio
 from anyio.abc import ByteStream, TaskGroup
 
-from toyservers import _server, anyio_serving, h11_checks, listeners, tls
+from toyservers import _server, anyio_serving, h11_checks, listeners, tls, websocket_anyio
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.anyio_serving import GONE, StreamProtocol
 from toyservers.asgi import ClientDisconnected, scope_template
@@ -172,13 +175,18 @@ class AnyioProtocol(H11Steps, StreamProtocol):
         return True
 
     def on_request(self, event: h11.Request) -> bool:
-        """Check the request and start its cycle in the task group; False when refused."""
+        """Start the request's cycle in the task group; False when refused or a WebSocket."""
         self.clear_deadline()
         self.body_size = 0
         scope = h11_checks.request_scope(self, event)
         if isinstance(scope, int):
             self.error = scope
             return False
+        for name, _ in scope["headers"]:  # (a loop: 1k instructions less than any())
+            if name == b"upgrade" and (switched := websocket_anyio.upgrade(
+                    self, scope, self.conn.trailing_data[0], "wsproto")) is not None:
+                self.switched = switched  # a WebSocket: run() runs it once reading ends
+                return False
         expect_100 = self.conn.they_are_waiting_for_100_continue
         framer = H11Framer(self.conn, scope["method"] == "HEAD")
         self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100)
@@ -209,8 +217,8 @@ class AnyioProtocol(H11Steps, StreamProtocol):
         than on the semaphore (630k -> 610k). The task returns, and the next request gets a
         new one, when its app set a context variable (a request must not see another's:
         ``copy_context()`` compares equal until then), when another app task already waits
-        (this app went on after its response), or when reading is over (``finish`` wakes a
-        waiting one with no request)."""
+        (this app went on after its response), or when reading is over (``stop_reading``
+        wakes a waiting one with no request)."""
         context, tasks = contextvars.copy_context(), self.state.tasks
         while cycle is not None:
             tasks.add(cycle)  # a running app, for limit_concurrency
@@ -224,12 +232,11 @@ class AnyioProtocol(H11Steps, StreamProtocol):
             await self.next_request.acquire()
             cycle, self.handed = self.handed, None
 
-    async def finish(self, status: int) -> None:
+    def stop_reading(self) -> None:
         self.ended = True
         if self.app_waits:  # wake it with no request: it returns
             self.app_waits = False
             self.next_request.release()
-        await super().finish(status)
     # --8<-- [end:run_app]
 
     # Between requests

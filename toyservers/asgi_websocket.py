@@ -25,8 +25,8 @@ Backpressure both ways: ``send()`` waits while the write buffer is over its high
 for the app (``reading_paused``; ``receive()`` resumes it).
 
 The connection under it (``WSConnection``: write, drain, the hooks) is
-``websocket_protocol.WSProtocol`` on asyncio, or one HTTP/2 stream of toy-h2
-(``h2_websocket.WebSocketStream``, RFC 8441).
+``websocket_protocol.WSProtocol`` on asyncio, ``websocket_anyio.AnyioWSProtocol`` on anyio,
+or one HTTP/2 stream of toy-h2 (``h2_websocket.WebSocketStream``, RFC 8441).
 
 Spec: ASGI 3.0, WebSocket connection scope and events, spec version 2.4, and the WebSocket
 Denial Response extension (https://asgi.readthedocs.io/en/latest/specs/www.html); RFC 6455
@@ -49,7 +49,6 @@ from toyservers.access_log import log_request
 from toyservers.asgi import ClientDisconnected
 
 if TYPE_CHECKING:
-    from toyservers.flow_control import FlowControl
     from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -98,16 +97,24 @@ class Engine(Protocol):
     def send_close(self, code: int | None, reason: str = "") -> bytes: ...
 
 
+class WriteFlow(Protocol):
+    """The write side of ``flow_control.FlowControl`` (toy-anyio: ``websocket_anyio.Sender``)."""
+
+    @property
+    def write_paused(self) -> bool: ...
+    async def drain(self) -> None: ...
+
+
 class WSConnection(Protocol):
     """What the cycle needs of the connection under it (``websocket_protocol.WSProtocol``,
-    ``h2_websocket.WebSocketStream``)."""
+    ``websocket_anyio.AnyioWSProtocol``, ``h2_websocket.WebSocketStream``)."""
 
     state: ServerState
     client: tuple[str, int] | None
     access_log: bool
 
     @property
-    def flow(self) -> FlowControl: ...  # what send() waits on
+    def flow(self) -> WriteFlow: ...  # what send() waits on
 
     def write(self, data: bytes) -> None: ...
     def on_accept(self) -> None: ...
@@ -140,7 +147,7 @@ class WebSocketCycle:
         self.last: Message | None = None  # the websocket.disconnect the app was given
         self.reading_paused = False  # the connection stopped reading: the queue was full
         self.framer: http1.ResponseFramer | None = None  # the denial response's
-        self.task: asyncio.Task[None] | None = None
+        self.task: object = None  # the app's, in state.tasks while it runs (asyncio: its Task)
 
     # --- from the connection ---
 

@@ -159,8 +159,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "ext-pathsend": "not offered (trailers and tls are the extensions)",
         "ext-zerocopysend": "not offered (trailers and tls are the extensions)",
     },
-    "toy-anyio": dict(_TOY_HTTP1_ONLY),
-    "toy-anyio-trio": dict(_TOY_HTTP1_ONLY),
+    "toy-anyio": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
+    "toy-anyio-trio": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "uvicorn": dict(_UVICORN_HTTPTOOLS),
     "uvicorn-wsproto": dict(_UVICORN_HTTPTOOLS),
     "uvicorn-h11": {
