@@ -44,7 +44,7 @@ import h11
 import sniffio
 from anyio.abc import ByteStream, TaskGroup
 
-from toyservers import _server, anyio_serving, h11_checks, listeners, tls
+from toyservers import _server, anyio_serving, file_response, h11_checks, listeners, tls
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.anyio_serving import GONE, StreamProtocol
 from toyservers.asgi import ClientDisconnected, scope_template
@@ -301,7 +301,12 @@ class RequestResponseCycle(HTTP1Cycle):
     async def send(self, message: Message) -> None:
         """The shared ``send``, into the protocol's outbox; then its bytes are written, awaited
         (the backpressure), and only then what follows the response. Raises what the shared
-        ``send`` raises, and ClientDisconnected when the write finds the client gone."""
+        ``send`` raises, and ClientDisconnected when the write finds the client gone. A file
+        body (pathsend, zerocopysend) goes by the read loop: anyio's streams have no
+        sendfile, and each piece then passes here as a body message."""
+        if message["type"] in file_response.KINDS and self.response_started and not (
+                self.response_complete):
+            return await file_response.send_file(self.send, message, self.framer.no_body)
         await super().send(message)
         data = self.protocol.outbox.take()
         if data:
