@@ -279,8 +279,13 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.response_complete = True
             if self.waiter is not None:
                 self.wake()
-        transport.writelines(pieces[at + 1:])  # type: ignore[arg-type]
-        if not body.more_body:
-            protocol.on_response_complete()
+        try:
+            transport.writelines(pieces[at + 1:])  # type: ignore[arg-type]
+            if not body.more_body:
+                protocol.on_response_complete()
+        except OSError as exc:  # the client left while reading was paused: unseen till now
+            self.disconnect()
+            transport.abort()
+            raise ClientDisconnected("the client has disconnected") from exc
         return sent
     # --8<-- [end:sendfile]
