@@ -118,7 +118,7 @@ def open_body(message: Message) -> FileBody:
             raise TypeError(f"pathsend path must be a str, not {type(path).__name__}")
         if not os.path.isabs(path):  # the spec: "the absolute file path"
             raise ValueError(f"pathsend path must be absolute: {path!r}")
-        file = open(path, "rb")  # noqa: SIM115 (closed by FileBody.done)
+        file = open(path, "rb", buffering=0)  # noqa: SIM115 (closed by FileBody.done)
         try:
             return FileBody(file, 0, None, False, owned=True)
         except BaseException:

@@ -252,8 +252,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         written, so a Content-Length the file breaks is refused while a 500 can still go.
         Returns the bytes sent. Raises ClientDisconnected, http1.ResponseError."""
         protocol, framer = self.protocol, self.framer
-        if not framer.head_sent and http1.unread_body_closes(self.expect_100,
-                                                             protocol.unread_body()):
+        if self.more_body and not framer.head_sent and http1.unread_body_closes(
+                self.expect_100, protocol.unread_body()):
             framer.keep_alive = False  # RFC 9112 §9.3, as in send()
         pieces: list[bytes | file_response.FileBody] = list(framer.body(b"", True))
         pieces += file_response.file_pieces(framer, body)
