@@ -3,14 +3,17 @@
 The app (:mod:`apps.download_app`) serves one file two ways: ``/pathsend`` (the ASGI
 ``http.response.pathsend`` extension: the server sends the file) and ``/memory`` (the app
 reads it whole and sends one body). For each server (``--servers``: toy-httptools and granian,
-the reference with pathsend, by default) and each way (``--ways``), the bench starts the server
-afresh, asks once for a path the app answers 404 (the app and the server warm, nothing of the
+the reference with pathsend, by default; a toy server once per event loop of ``--toy-loops``:
+on asyncio's own loop the toys send the file with ``sendfile(2)``, on uvloop, which has no
+``loop.sendfile``, with their 64 KiB read loop) and each way (``--ways``), the bench starts the
+server afresh, asks once for a path the app answers 404 (the app and the server warm, nothing of the
 file read), then
 downloads the file with one GET, reading 64 KiB at a time, while a thread samples the RSS of
 the server's whole process tree (psutil) every ``--interval`` seconds. Rows: the server's RSS
 before the download (start), the highest sample during it (peak), after it (end), the peak
-over the start, and the download's rate. A server that sends the file in bounded pieces stays
-flat; one that holds the body grows by the file's size.
+over the start, the CPU time the server's process tree spent on the download (user + system:
+where the copies ``sendfile(2)`` saves show), and the download's rate. A server that sends
+the file in bounded pieces stays flat; one that holds the body grows by the file's size.
 
 The file (``--size`` MiB of a repeated 4 KiB pattern) is written to a throwaway folder and
 removed at the end. One download per row, no rounds: this measures memory, not speed (the
@@ -35,16 +38,17 @@ from apps.download_app import FILE_ENV
 from bench import report
 from bench.command import consoles, invocation, logs_folder, names, user_mistakes
 from bench.harness import ROOT, UsageProblem, environment, validate_servers
-from bench.process import ServerProcess, free_port, tree_rss
-from toyservers.registry import get
+from bench.process import ServerProcess, free_port, tree_cpu_seconds, tree_rss
+from toyservers.registry import SERVERS, get
 
 APP = "apps.download_app:app"
 DEFAULT_SERVERS = ("toy-httptools", "granian")
 WAYS = ("pathsend", "memory")
+LOOPS = ("uvloop", "asyncio")
 MIB = 1024 * 1024
 READ_SIZE = 64 * 1024  # bytes the client reads at a time
-HEADERS = ["Server", "Way", "Start MiB", "Peak MiB", "End MiB", "Peak − start MiB",
-           "MiB/s", "Samples"]
+HEADERS = ["Server", "Loop", "Way", "Start MiB", "Peak MiB", "End MiB", "Peak − start MiB",
+           "CPU ms", "MiB/s", "Samples"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class Settings:
 
     servers: tuple[str, ...] = DEFAULT_SERVERS
     ways: tuple[str, ...] = WAYS
+    toy_loops: tuple[str, ...] = LOOPS
     size: int = 100
     interval: float = 0.01
     host: str = "127.0.0.1"
@@ -83,19 +88,22 @@ def download(host: str, port: int, path: str) -> int:
         conn.close()
 
 
-def measure_row(settings: Settings, server: str, way: str, file: Path, logs: Path
-                ) -> dict[str, Any]:
-    """One row: the server started afresh, warmed by one request, one download sampled."""
+def measure_row(settings: Settings, server: str, loop: str | None, way: str, file: Path,
+                logs: Path) -> dict[str, Any]:
+    """One row: the server (a toy on ``loop``) started afresh, warmed by one request, one
+    download sampled."""
     port = free_port(settings.host)
     argv = get(server).command(APP, settings.host, port)
+    if loop is not None:
+        argv += ["--loop", loop]  # toyserve's option, as uvicorn's
     env = {**os.environ, FILE_ENV: str(file)}
     with ServerProcess(argv, host=settings.host, port=port, cwd=ROOT, env=env,
-                       log_path=logs / f"{server}-{way}.log") as process:
+                       log_path=logs / f"{server}-{loop or 'own'}-{way}.log") as process:
         conn = http.client.HTTPConnection(settings.host, port, timeout=10)
         conn.request("GET", "/warm-up")  # a 404: the app runs, the file is not read
         conn.getresponse().read()
         conn.close()
-        start = tree_rss(process.pid)
+        start, cpu = tree_rss(process.pid), tree_cpu_seconds(process.pid)
         samples: list[int] = []
         done = threading.Event()
 
@@ -113,21 +121,22 @@ def measure_row(settings: Settings, server: str, way: str, file: Path, logs: Pat
             done.set()
             sampler.join()
         seconds = time.perf_counter() - began
-        end = tree_rss(process.pid)
+        end, cpu = tree_rss(process.pid), tree_cpu_seconds(process.pid) - cpu
     if received != settings.size * MIB:
         raise UsageProblem(f"{server} sent {received} bytes of {settings.size * MIB}")
     peak = max([start, end, *samples])
-    return {"server": server, "way": way, "status": "ok", "error": None, "bytes": received,
-            "seconds": seconds,
+    return {"server": server, "loop": loop, "way": way, "status": "ok", "error": None,
+            "bytes": received, "seconds": seconds, "cpu_ms": cpu * 1000,
             "mib_per_s": received / MIB / seconds, "rss_start_mib": start / MIB,
             "rss_peak_mib": peak / MIB, "rss_end_mib": end / MIB,
             "rss_growth_mib": (peak - start) / MIB, "samples": len(samples)}
 
 
 def cells(row: dict[str, Any]) -> list[str]:
-    return [row["server"], row["way"], f"{row['rss_start_mib']:.1f}",
+    return [row["server"], row["loop"] or "its own", row["way"], f"{row['rss_start_mib']:.1f}",
             f"{row['rss_peak_mib']:.1f}", f"{row['rss_end_mib']:.1f}",
-            f"{row['rss_growth_mib']:+.1f}", f"{row['mib_per_s']:.0f}", str(row["samples"])]
+            f"{row['rss_growth_mib']:+.1f}", f"{row['cpu_ms']:.0f}", f"{row['mib_per_s']:.0f}",
+            str(row["samples"])]
 
 
 def how_it_ran(data: dict[str, Any]) -> list[str]:
@@ -139,6 +148,10 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
             "during the download; start is before it, end after it",
             "pathsend: the app sends one http.response.pathsend message; memory: the app reads "
             "the file whole and sends it as one http.response.body",
+            "a toy server runs once per event loop: on asyncio's own loop it sends a file with "
+            "sendfile(2) (loop.sendfile), on uvloop (no loop.sendfile) with its 64 KiB read loop",
+            "CPU ms: user + system CPU time of the server's process tree during the download, "
+            "counted by the kernel in clock ticks (10 ms on most Linux systems)",
             f"command: {' '.join(data['command'])}", *report.provenance(data)]
 
 
@@ -147,6 +160,9 @@ def command(
         help="Comma-separated ASGI servers.")] = ",".join(DEFAULT_SERVERS),
     ways: Annotated[str, typer.Option(
         help="Comma-separated ways to send the file: pathsend, memory.")] = ",".join(WAYS),
+    toy_loops: Annotated[str, typer.Option(
+        help="Comma-separated event loops each toy server runs on: uvloop, asyncio.")
+    ] = ",".join(LOOPS),
     size: Annotated[int, typer.Option(min=1, help="The file's size, MiB.")] = 100,
     interval: Annotated[float, typer.Option(
         min=0.001, help="Seconds between two RSS samples.")] = 0.01,
@@ -158,14 +174,16 @@ def command(
     """A big file downloaded with pathsend (and read whole by the app), the server's memory
     sampled during the download: flat, or the file's size."""
     console, errors = consoles(150)
-    settings = Settings(servers=names(servers), ways=names(ways), size=size,
-                        interval=interval, host=host)
+    settings = Settings(servers=names(servers), ways=names(ways), toy_loops=names(toy_loops),
+                        size=size, interval=interval, host=host)
     out = output if output is not None else report.default_output("download")
     with user_mistakes(errors):
         validate_servers(settings.servers)
         unknown = [w for w in settings.ways if w not in WAYS]
         if unknown or not settings.ways:
             raise UsageProblem(f"unknown way {unknown[:1]} (known: {', '.join(WAYS)})")
+        if not settings.toy_loops or any(loop not in LOOPS for loop in settings.toy_loops):
+            raise UsageProblem(f"--toy-loops takes {', '.join(LOOPS)}")
         report.prepare_output(out)
         started = datetime.now(UTC)
         rows = []
@@ -173,17 +191,21 @@ def command(
             file = Path(folder) / "big.bin"
             write_file(file, settings.size)
             for server in settings.servers:
-                for way in settings.ways:
-                    console.print(f"{server} {way}: downloading {settings.size} MiB")
-                    rows.append(measure_row(settings, server, way, file, logs_folder(out)))
+                toy = SERVERS[server].kind == "toy"
+                for loop in settings.toy_loops if toy else (None,):
+                    for way in settings.ways:
+                        console.print(f"{server} {loop or ''} {way}: {settings.size} MiB")
+                        rows.append(measure_row(settings, server, loop, way, file,
+                                                logs_folder(out)))
     data = {"date": started.isoformat(timespec="seconds"), "command": invocation(),
             "settings": {"servers": list(settings.servers), "ways": list(settings.ways),
+                         "toy_loops": list(settings.toy_loops),
                          "size_mib": settings.size, "interval_s": settings.interval,
                          "host": settings.host, "app": APP},
             **environment(), "rows": rows}
     title = f"bench download: a {settings.size} MiB file, the server's RSS during the download"
     table = [cells(row) for row in rows]
-    right = [False, False, *[True] * (len(HEADERS) - 2)]
+    right = [False, False, False, *[True] * (len(HEADERS) - 3)]
     console.print(report.rich_table(title, HEADERS, table, right=right))
     for line in how_it_ran(data):
         console.print(line)
