@@ -17,12 +17,14 @@ on trio (``toy-anyio-trio``, ``toyservers/anyio_trio.py``). What h11 lets throug
 ``toyservers.h11_checks``, shared with toy-h11.
 
 Deliberately left out: what toy-h11 leaves out (WebSocket and other upgrades, CONNECT,
-HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``,
-zero-copy files); ``--workers`` on trio (the supervisor's workers run asyncio).
+HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``);
+``sendfile(2)``: anyio's streams have none, so a file body (pathsend, zerocopysend) is read in
+64 KiB pieces; ``--workers`` on trio (the supervisor's workers run asyncio).
 
 Spec: RFC 9112 §2-§3, §5-§7, §9 (persistence, pipelining); RFC 9110 §10.1.1 (Expect), §15.
 ASGI 3.0 HTTP scope and messages (https://asgi.readthedocs.io/en/latest/specs/www.html), the
-TLS extension; lifespan via ``toyservers.lifespan``. anyio's cancel scopes and task groups
+TLS, Path Send and Zero Copy Send extensions; lifespan via ``toyservers.lifespan``. anyio's
+cancel scopes and task groups
 (https://anyio.readthedocs.io/en/stable/cancellation.html).
 
 Compare with: h11's examples/trio-server.py (a task per connection, straight-line reads),

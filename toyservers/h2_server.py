@@ -20,11 +20,12 @@ reading while our write buffer is full. A malformed request ends its own stream 
 
 Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
 its job), priorities (RFC 9113 §5.3.2 deprecates them), request trailers (dropped), CONNECT
-(501), WebSockets over HTTP/2.
+(501), WebSockets over HTTP/2, ``sendfile(2)`` (a file body, pathsend or zerocopysend, is read in
+64 KiB pieces: DATA frames are built in the process).
 
 Spec: RFC 9113 §3 (starting), §5 (streams, flow control), §6.5 (SETTINGS), §6.8 (GOAWAY),
 §8 (HTTP semantics); RFC 7540 §3.2 (h2c); RFC 7541 (HPACK); RFC 7301 (ALPN); ASGI HTTP spec
-2.4 and its HTTP Trailers extension.
+2.4 and its HTTP Trailers, Path Send and Zero Copy Send extensions.
 
 Compare with: hypercorn/protocol/h2.py and http_stream.py; h2's asyncio example server."""
 

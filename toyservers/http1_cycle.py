@@ -9,7 +9,9 @@ error, is written here once:
   through h11). ``send()`` checks the messages' order, logs the access line, decides on the
   body the client has not sent yet (RFC 9112 §9.3), waits while the client reads slowly
   (``FlowControl.drain``), writes, and ends the response. toy-anyio runs the same ``send()``
-  into an outbox and awaits the write itself.
+  into an outbox and awaits the write itself. A file body (the pathsend and zerocopysend
+  extensions, ``toyservers.file_response``) goes by ``sendfile``: ``loop.sendfile`` between
+  the head and the chunk lines where the loop and transport allow it, else the read loop.
 - ``HTTP1Protocol``: the base of the three servers' protocol classes, with the one error
   answer, ``send_error(status)`` (HEAD-aware, then one lingering close: RFC 9112 §9.6), the
   deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9) and ``shutdown()``. A

@@ -13,11 +13,13 @@ there when it calls ``receive()``; the response head leaves with the first body 
 
 Deliberately left out: protocol upgrades (``handle_upgrade`` declines: an ``Upgrade``
 request is answered as HTTP/1.1, then the connection closes; toy-h2 takes h2c), ``CONNECT``
-(501), transfer codings but chunked (501), request trailers (dropped), uvicorn's extras.
+(501), transfer codings but chunked (501), request trailers (dropped), uvicorn's extras;
+``sendfile(2)`` on uvloop (no ``loop.sendfile``) and under TLS: a file body is read in pieces.
 
 Spec: RFC 9112 §2-§7 (message syntax, target forms, fields, body length, chunked coding), §9
 (persistence, pipelining); RFC 9110 §5.5, §8.6, §10.1.1 (Expect), §15; RFC 6585 §5 (431); ASGI
-HTTP spec 2.4 and Lifespan spec 2.0 (https://asgi.readthedocs.io/en/latest/specs/).
+HTTP spec 2.4 (and its Path Send and Zero Copy Send extensions) and Lifespan spec 2.0
+(https://asgi.readthedocs.io/en/latest/specs/).
 
 Compare with: uvicorn/protocols/http/httptools_impl.py and flow_control.py.
 """
