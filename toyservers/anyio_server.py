@@ -308,7 +308,8 @@ class RequestResponseCycle(HTTP1Cycle):
         sendfile, and each piece then passes here as a body message."""
         if message["type"] in file_response.KINDS and self.response_started and not (
                 self.response_complete):
-            return await file_response.send_file(self.send, message, self.framer.no_body)
+            return await file_response.send_file(self.send, message, self.framer.no_body,
+                                                 self.framer)
         await super().send(message)
         data = self.protocol.outbox.take()
         if data:

@@ -33,10 +33,11 @@ Rules kept (the spec's, or ours where it says nothing):
   ``sendfile(2)`` with an offset). ``offset`` missing: the bytes from the file's position,
   which then moves past them (as ``read()``), so several messages without offsets send the
   file in order. ``count`` missing: to the end of the file; past the end: what is there.
-- A Content-Length in the head must match the bytes sent, checked by the framers as for any
-  body: a file longer than it is refused before the head leaves when the first piece already
-  runs over, else the response is aborted (the connection closed, RFC 9112 §6.3); a file that
-  shrinks under a chunked response just ends sooner.
+- A Content-Length in the head must match the bytes sent: on HTTP/1.1 ``check_length``
+  refuses a file of another size before the head leaves (``send()`` raises, the app's failure
+  gets a 500); on HTTP/2 the framing checks each piece, so a mismatch found after the head
+  resets the stream. A file that shrinks while it is sent aborts the response (the connection
+  closed, RFC 9112 §6.3); under a chunked response the body just ends sooner.
 - HEAD: the head only, the file is not read (RFC 9110 §9.3.2).
 
 Spec: ASGI extensions (asgiref docs/extensions.rst: "Path Send", "Zero Copy Send"); RFC 9112
@@ -130,12 +131,15 @@ def open_body(message: Message) -> FileBody:
     return FileBody(message["file"], offset, count, message.get("more_body", False), False)
 
 
-async def send_file(send: Send, message: Message, head_only: bool) -> None:
+async def send_file(send: Send, message: Message, head_only: bool, framer: Any = None) -> None:
     """A pathsend or zerocopysend ``message`` by the read loop (``send_by_reading``): what
-    toy-anyio and toy-h2 do. Raises what ``open_body`` and ``send`` raise."""
+    toy-anyio (with its ``framer``: ``check_length``) and toy-h2 do. Raises what ``open_body``,
+    ``check_length`` and ``send`` raise."""
     body = open_body(message)
     sent = 0
     try:
+        if framer is not None:
+            check_length(framer, body)
         sent = await send_by_reading(send, body, head_only)
     finally:
         body.done(sent)
@@ -158,6 +162,21 @@ async def send_by_reading(send: Send, body: FileBody, head_only: bool) -> int:
         await send({"type": "http.response.body", "body": b"", "more_body": body.more_body})
     return offset - body.offset
 # --8<-- [end:send_by_reading]
+
+
+def check_length(framer: Any, body: FileBody) -> None:
+    """Raise http1.ResponseError when ``body`` breaks the Content-Length still owed (more
+    than it, or less when it is the last body message), checked before the head leaves so a
+    500 can still go (RFC 9112 §6.3). ``framer`` as in ``file_pieces``; once h11 has written
+    the head, h11 itself refuses."""
+    if isinstance(framer, http1.ResponseFramer):
+        owed = framer.remaining
+    else:
+        owed = framer.fields.content_length if framer.fields is not None else None
+    if owed is not None and not framer.no_body and (
+            body.count > owed or (body.count < owed and not body.more_body)):
+        raise http1.ResponseError(f"{body.count} bytes of file for a Content-Length that "
+                                  f"owes {owed}")
 
 
 def can_sendfile(transport: object) -> bool:

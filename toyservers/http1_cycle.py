@@ -234,11 +234,12 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     async def send_file(self, message: Message) -> None:
         """``http.response.pathsend`` or ``.zerocopysend`` (``toyservers.file_response``):
         ``sendfile(2)`` where ``file_response.can_sendfile`` says the transport allows it, else
-        the read loop through ``send``. Raises what ``file_response.open_body`` raises (before
-        a byte is written) and what ``send`` raises."""
+        the read loop through ``send``. Raises what ``file_response.open_body`` and
+        ``check_length`` raise (before a byte is written) and what ``send`` raises."""
         body = file_response.open_body(message)
         sent = 0
         try:
+            file_response.check_length(self.framer, body)
             if file_response.can_sendfile(self.protocol.transport) and not self.framer.no_body:
                 sent = await self.sendfile(body)
             else:
