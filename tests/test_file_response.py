@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import trustme
 
 from tests.support.protocol_harness import PROTOCOLS
 from tests.support.running import HOST, serving
@@ -159,3 +161,28 @@ def test_a_file_body_leaves_the_file_position_of_an_fd_as_the_rules_say(
         assert os.lseek(fd, 0, os.SEEK_CUR) == 3
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("toy", list(PROTOCOLS))
+def test_over_tls_the_file_goes_by_the_read_loop(toy: str, files: dict[str, Path],
+                                                 tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under TLS ``can_sendfile`` says no (the kernel cannot encrypt): the read loop sends it."""
+    ca = trustme.CA()
+    issued = ca.issue_cert(HOST)
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    issued.private_key_and_cert_chain_pem.write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    decided: list[bool] = []
+    real = file_response.can_sendfile
+    monkeypatch.setattr(file_response, "can_sendfile",
+                        lambda transport: decided.append(real(transport)) or decided[-1])
+    seen: list[Any] = []
+    with serving(toy, make_app(files, seen), ssl_certfile=str(cert),
+                 ssl_keyfile=str(key)) as port:
+        response = httpx.get(f"https://{HOST}:{port}/cl", verify=context, timeout=NET_TIMEOUT)
+    assert response.status_code == 200 and response.content == DATA
+    assert decided == [False]
+    assert {"tls", "http.response.pathsend"} <= set(seen[0]["extensions"])
