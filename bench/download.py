@@ -12,8 +12,12 @@ downloads the file with one GET, reading 64 KiB at a time, while a thread sample
 the server's whole process tree (psutil) every ``--interval`` seconds. Rows: the server's RSS
 before the download (start), the highest sample during it (peak), after it (end), the peak
 over the start, the CPU time the server's process tree spent on the download (user + system:
-where the copies ``sendfile(2)`` saves show), and the download's rate. A server that sends
-the file in bounded pieces stays flat; one that holds the body grows by the file's size.
+where the copies ``sendfile(2)`` saves show), the read system calls it made (the kernel's
+count, ``syscr`` of ``/proc/<pid>/io``: ``read``, ``pread`` and ``sendfile`` count one each;
+a socket's ``recv`` and ``send`` count nowhere, so its write count would say more about the
+event loop than the way, and is left out), and the download's rate.
+A server that sends the file in bounded pieces stays flat; one that holds the body grows by
+the file's size.
 
 The file (``--size`` MiB of a repeated 4 KiB pattern) is written to a throwaway folder and
 removed at the end. One download per row, no rounds: this measures memory, not speed (the
@@ -32,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import psutil
 import typer
 
 from apps.download_app import FILE_ENV
@@ -48,7 +53,7 @@ LOOPS = ("uvloop", "asyncio")
 MIB = 1024 * 1024
 READ_SIZE = 64 * 1024  # bytes the client reads at a time
 HEADERS = ["Server", "Loop", "Way", "Start MiB", "Peak MiB", "End MiB", "Peak − start MiB",
-           "CPU ms", "MiB/s", "Samples"]
+           "CPU ms", "Read calls", "MiB/s", "Samples"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,19 @@ def write_file(path: Path, size: int) -> None:
     with path.open("wb") as file:
         for _ in range(size * MIB // len(block)):
             file.write(block)
+
+
+def tree_read_calls(pid: int) -> int:
+    """Read system calls made so far by ``pid`` and its descendants (psutil's ``io_counters``,
+    ``syscr`` of ``/proc/<pid>/io``); 0 where the platform has no such count."""
+    reads = 0
+    try:
+        parent = psutil.Process(pid)
+        for proc in (parent, *parent.children(recursive=True)):
+            reads += proc.io_counters().read_count
+    except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):
+        return 0
+    return reads
 
 
 def download(host: str, port: int, path: str) -> int:
@@ -104,6 +122,7 @@ def measure_row(settings: Settings, server: str, loop: str | None, way: str, fil
         conn.getresponse().read()
         conn.close()
         start, cpu = tree_rss(process.pid), tree_cpu_seconds(process.pid)
+        reads = tree_read_calls(process.pid)
         samples: list[int] = []
         done = threading.Event()
 
@@ -122,11 +141,13 @@ def measure_row(settings: Settings, server: str, loop: str | None, way: str, fil
             sampler.join()
         seconds = time.perf_counter() - began
         end, cpu = tree_rss(process.pid), tree_cpu_seconds(process.pid) - cpu
+        reads = tree_read_calls(process.pid) - reads
     if received != settings.size * MIB:
         raise UsageProblem(f"{server} sent {received} bytes of {settings.size * MIB}")
     peak = max([start, end, *samples])
     return {"server": server, "loop": loop, "way": way, "status": "ok", "error": None,
             "bytes": received, "seconds": seconds, "cpu_ms": cpu * 1000,
+            "read_calls": reads,
             "mib_per_s": received / MIB / seconds, "rss_start_mib": start / MIB,
             "rss_peak_mib": peak / MIB, "rss_end_mib": end / MIB,
             "rss_growth_mib": (peak - start) / MIB, "samples": len(samples)}
@@ -135,8 +156,8 @@ def measure_row(settings: Settings, server: str, loop: str | None, way: str, fil
 def cells(row: dict[str, Any]) -> list[str]:
     return [row["server"], row["loop"] or "its own", row["way"], f"{row['rss_start_mib']:.1f}",
             f"{row['rss_peak_mib']:.1f}", f"{row['rss_end_mib']:.1f}",
-            f"{row['rss_growth_mib']:+.1f}", f"{row['cpu_ms']:.0f}", f"{row['mib_per_s']:.0f}",
-            str(row["samples"])]
+            f"{row['rss_growth_mib']:+.1f}", f"{row['cpu_ms']:.0f}", f"{row['read_calls']:,}",
+            f"{row['mib_per_s']:.0f}", str(row["samples"])]
 
 
 def how_it_ran(data: dict[str, Any]) -> list[str]:
@@ -151,7 +172,9 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
             "a toy server runs once per event loop: on asyncio's own loop it sends a file with "
             "sendfile(2) (loop.sendfile), on uvloop (no loop.sendfile) with its 64 KiB read loop",
             "CPU ms: user + system CPU time of the server's process tree during the download, "
-            "counted by the kernel in clock ticks (10 ms on most Linux systems)",
+            "counted by the kernel in clock ticks (10 ms on most Linux systems); read calls: "
+            "the read system calls the kernel counted for it meanwhile (syscr of "
+            "/proc/<pid>/io: read, pread and sendfile count one each, a socket's recv none)",
             f"command: {' '.join(data['command'])}", *report.provenance(data)]
 
 
