@@ -77,8 +77,9 @@ def scope_template(conn: ServerProtocol) -> dict[str, Any]:
         "query_string": None,
         "headers": None,
         "state": None,
-        # per connection, not per request: the file extensions everywhere, tls over TLS
-        "extensions": {**EXTENSIONS, "tls": conn.tls} if conn.tls is not None else EXTENSIONS,
+        # per connection, not per request (its requests share the dict): the file extensions
+        # everywhere, tls over TLS
+        "extensions": {**EXTENSIONS, "tls": conn.tls} if conn.tls is not None else {**EXTENSIONS},
     }
 
 
