@@ -19,6 +19,7 @@ import httpx
 import pytest
 import trustme
 
+from tests.conformance.h2client import H2Client
 from tests.support.protocol_harness import PROTOCOLS
 from tests.support.running import HOST, serving
 from toyservers import file_response
@@ -186,3 +187,16 @@ def test_over_tls_the_file_goes_by_the_read_loop(toy: str, files: dict[str, Path
     assert response.status_code == 200 and response.content == DATA
     assert decided == [False]
     assert {"tls", "http.response.pathsend"} <= set(seen[0]["extensions"])
+
+
+@pytest.mark.parametrize("path", ["/cl", "/zerocopy"])
+def test_over_http2_the_file_waits_for_the_clients_windows(
+        path: str, files: dict[str, Path]) -> None:
+    """toy-h2 sends a file larger than the initial 65,535-byte window by the read loop, each
+    piece a body message within the windows (it waits for the client's WINDOW_UPDATEs)."""
+    seen: list[Any] = []
+    with serving("toy-h2", make_app(files, seen)) as port, H2Client(port) as client:
+        stream = client.response(client.request("GET", path))
+    expected = DATA if path == "/cl" else DATA[10:17] + DATA[5:8] + DATA[-4:] + b"|"
+    assert stream.status == 200 and bytes(stream.data) == expected
+    assert SIZE > 65_535  # the default window (RFC 9113 §6.9.2): the send had to wait
