@@ -61,6 +61,7 @@ TIME_OPTIONS = {
     "profile": ("--duration",),
     "conformance": (),
     "autobahn": (),
+    "download": (),
 }
 #: A "Measure it" section's bench commands, all together, take at most this much load, seconds:
 #: rows x (warm-up + runs x duration), with the options as printed.
@@ -68,7 +69,8 @@ MEASURE_IT_SECONDS = 60
 #: The tools a subcommand drives (make test installs them all).
 TOOLS = {"layers": ("wrk",), "servers": ("wrk", "redis-server"), "load": ("wrk",),
          "workers": ("wrk",), "h2": ("wrk", "h2load"), "cluster": ("wrk", "nginx", "haproxy"),
-         "concurrency": (), "profile": ("wrk",), "conformance": (), "autobahn": ()}
+         "concurrency": (), "profile": ("wrk",), "conformance": (), "autobahn": (),
+         "download": ()}
 
 
 @dataclass(frozen=True)

@@ -350,10 +350,12 @@ def test_http_scope() -> None:
     assert scope["root_path"] == "/api" and scope["query_string"] == b"q=1"
     assert scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
     assert scope["state"] == {"db": "x"} and scope["state"] is not conn.state.lifespan_state
-    assert "extensions" not in scope
+    files = {"http.response.pathsend": {}, "http.response.zerocopysend": {}}
+    assert scope["extensions"] == files  # offered on every connection, TLS or not
     conn.tls = {"tls_version": 0x0304}
+    conn.scope_template = scope_template(conn)  # the tls extension is the connection's
     assert http_scope(conn, "GET", "1.1", b"/", b"", [])["extensions"] == {
-        "tls": {"tls_version": 0x0304}}
+        **files, "tls": {"tls_version": 0x0304}}
 
 
 def test_access_log_writes_the_raw_target(caplog: pytest.LogCaptureFixture) -> None:

@@ -19,12 +19,14 @@ the reading of HTTP (``websocket_anyio.upgrade``, on wsproto for ``--ws auto``),
 connection's task runs the WebSocket instead: ``websocket_anyio.AnyioWSProtocol``.
 
 Deliberately left out: what toy-h11 leaves out (upgrades other than WebSocket, CONNECT,
-HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``,
-zero-copy files); ``--workers`` on trio (the supervisor's workers run asyncio).
+HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``);
+``sendfile(2)``: anyio's streams have none, so a file body (pathsend, zerocopysend) is read in
+64 KiB pieces; ``--workers`` on trio (the supervisor's workers run asyncio).
 
 Spec: RFC 9112 §2-§3, §5-§7, §9 (persistence, pipelining); RFC 9110 §10.1.1 (Expect), §15.
 ASGI 3.0 HTTP scope and messages (https://asgi.readthedocs.io/en/latest/specs/www.html), the
-TLS extension; lifespan via ``toyservers.lifespan``. anyio's cancel scopes and task groups
+TLS, Path Send and Zero Copy Send extensions; lifespan via ``toyservers.lifespan``. anyio's
+cancel scopes and task groups
 (https://anyio.readthedocs.io/en/stable/cancellation.html).
 
 Compare with: h11's examples/trio-server.py (a task per connection, straight-line reads),
@@ -47,7 +49,15 @@ import h11
 import sniffio
 from anyio.abc import ByteStream, TaskGroup
 
-from toyservers import _server, anyio_serving, h11_checks, listeners, tls, websocket_anyio
+from toyservers import (
+    _server,
+    anyio_serving,
+    file_response,
+    h11_checks,
+    listeners,
+    tls,
+    websocket_anyio,
+)
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.anyio_serving import GONE, StreamProtocol
 from toyservers.asgi import ClientDisconnected, scope_template
@@ -307,7 +317,13 @@ class RequestResponseCycle(HTTP1Cycle):
     async def send(self, message: Message) -> None:
         """The shared ``send``, into the protocol's outbox; then its bytes are written, awaited
         (the backpressure), and only then what follows the response. Raises what the shared
-        ``send`` raises, and ClientDisconnected when the write finds the client gone."""
+        ``send`` raises, and ClientDisconnected when the write finds the client gone. A file
+        body (pathsend, zerocopysend) goes by the read loop: anyio's streams have no
+        sendfile, and each piece then passes here as a body message."""
+        if message["type"] in file_response.KINDS and self.response_started and not (
+                self.response_complete):
+            return await file_response.send_file(self.send, message, self.framer.no_body,
+                                                 self.framer)
         await super().send(message)
         data = self.protocol.outbox.take()
         if data:

@@ -39,6 +39,7 @@ from urllib.parse import unquote
 
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.access_log import log_request
+from toyservers.file_response import EXTENSIONS
 from toyservers.proxy import apply_to_scope
 
 if TYPE_CHECKING:
@@ -76,6 +77,9 @@ def scope_template(conn: ServerProtocol) -> dict[str, Any]:
         "query_string": None,
         "headers": None,
         "state": None,
+        # per connection, not per request (its requests share the dict): the file extensions
+        # everywhere, tls over TLS
+        "extensions": {**EXTENSIONS, "tls": conn.tls} if conn.tls is not None else {**EXTENSIONS},
     }
 
 
@@ -85,9 +89,9 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
 
     ``raw_path`` is the path as received (ASCII bytes, still percent-encoded); the scope's
     ``path`` is it percent-decoded as UTF-8, both prefixed with ``config.root_path``. ``conn``
-    gives ``client``, ``server``, ``scheme`` (in its ``scope_template``), the ``tls``
-    extension and the server's state, whose lifespan ``state`` is copied, so one request
-    cannot change what the next one sees (ASGI lifespan spec).
+    gives ``client``, ``server``, ``scheme`` and ``extensions`` (pathsend, zerocopysend, and
+    tls over TLS: in its ``scope_template``) and the server's state, whose lifespan ``state``
+    is copied, so one request cannot change what the next one sees (ASGI lifespan spec).
     """
     state = conn.state
     root_path = state.config.root_path
@@ -103,8 +107,6 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
     scope["query_string"] = query_string
     scope["headers"] = headers
     scope["state"] = state.lifespan_state.copy()
-    if conn.tls is not None:
-        scope["extensions"] = {"tls": conn.tls}
     if state.proxy is not None:  # believed only from a trusted peer (toyservers.proxy)
         forwarded = state.proxy.resolve(conn.client, headers)
         if forwarded is not None:

@@ -66,7 +66,10 @@ def websocket_scope(scope: Scope, subprotocols: list[str]) -> Scope:
     ws_scope = dict(scope, type="websocket", subprotocols=subprotocols,
                     scheme="wss" if scope["scheme"] == "https" else "ws")
     del ws_scope["method"]
-    ws_scope["extensions"] = {**scope.get("extensions", {}), "websocket.http.response": {}}
+    extensions = scope.get("extensions", {})  # of those only tls applies to a WebSocket: the rest
+    # (pathsend, zerocopysend) are HTTP response messages
+    ws_scope["extensions"] = {"websocket.http.response": {}, **(
+        {"tls": extensions["tls"]} if "tls" in extensions else {})}
     return ws_scope
 
 

@@ -24,7 +24,7 @@ import h2.connection
 import h2.exceptions
 from h2.errors import ErrorCodes
 
-from toyservers import asgi, http2
+from toyservers import asgi, file_response, http2
 from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
 
@@ -154,9 +154,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:
-        """``http.response.start``, ``.body`` and ``.trailers``. Raises ClientDisconnected once
-        the stream is gone, http1.ResponseError for fields ``check_response`` refuses, and
-        RuntimeError for a message out of order."""
+        """``http.response.start``, ``.body``, ``.trailers``, ``.pathsend`` and
+        ``.zerocopysend`` (``toyservers.file_response``: a read loop). Raises
+        ClientDisconnected once the stream is gone, http1.ResponseError for fields
+        ``check_response`` refuses, and RuntimeError for a message out of order."""
         protocol = self.protocol
         if protocol.flow.write_paused and not self.disconnected:
             await protocol.flow.drain()
@@ -178,6 +179,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             if (fields := self.response.trailer(message)) is not None:
                 self.conn.send_headers(self.stream_id, fields, end_stream=True)
                 self.finish()
+        elif kind in file_response.KINDS:  # read in pieces: DATA is framed here, within
+            await file_response.send_file(self.send, message,  # the windows, as any body
+                                          self.scope["method"] == "HEAD")
         else:
             raise RuntimeError(f"unexpected {kind!r} in the response")
     # --8<-- [end:send]

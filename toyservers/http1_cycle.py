@@ -9,7 +9,9 @@ error, is written here once:
   through h11). ``send()`` checks the messages' order, logs the access line, decides on the
   body the client has not sent yet (RFC 9112 §9.3), waits while the client reads slowly
   (``FlowControl.drain``), writes, and ends the response. toy-anyio runs the same ``send()``
-  into an outbox and awaits the write itself.
+  into an outbox and awaits the write itself. A file body (the pathsend and zerocopysend
+  extensions, ``toyservers.file_response``) goes by ``sendfile``: ``loop.sendfile`` between
+  the head and the chunk lines where the loop and transport allow it, else the read loop.
 - ``HTTP1Protocol``: the base of the three servers' protocol classes, with the one error
   answer, ``send_error(status)`` (HEAD-aware, then one lingering close: RFC 9112 §9.6), the
   deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9) and ``shutdown()``. A
@@ -30,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from toyservers import access_log, asgi, http1
+from toyservers import access_log, asgi, file_response, http1
 from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
 from toyservers.protocol import HTTPProtocol
@@ -44,6 +46,7 @@ class Framer(Protocol):
     keep_alive: bool  # False once this response must end the connection
     head_sent: bool  # the head left with the first body message
     head_request: bool  # the request was HEAD: no content (RFC 9110 §9.3.2)
+    no_body: bool  # HEAD, 204 or 304: the response has no content (RFC 9110 §6.4.1)
     status: int
     remaining: int | None  # Content-Length bytes still owed, when the framer counts them
 
@@ -207,6 +210,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
                 log_access(protocol.client, self.scope, framer.status)
             return
         if kind != "http.response.body" or self.response_complete:
+            if kind in file_response.KINDS and not self.response_complete:
+                return await self.send_file(message)  # off the common path: no cost to it
             raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
         more_body = message.get("more_body", False)
         if self.more_body and not framer.head_sent and http1.unread_body_closes(
@@ -225,3 +230,65 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if not more_body:
             protocol.on_response_complete()
     # --8<-- [end:send]
+
+    async def send_file(self, message: Message) -> None:
+        """``http.response.pathsend`` or ``.zerocopysend`` (``toyservers.file_response``):
+        ``sendfile(2)`` where ``file_response.can_sendfile`` says the transport allows it, else
+        the read loop through ``send``. Raises what ``file_response.open_body`` and
+        ``check_length`` raise (before a byte is written) and what ``send`` raises."""
+        body = file_response.open_body(message)
+        sent = 0
+        try:
+            file_response.check_length(self.framer, body)
+            if file_response.can_sendfile(self.protocol.transport) and not self.framer.no_body:
+                sent = await self.sendfile(body)
+            else:
+                sent = await file_response.send_by_reading(self.send, body, self.framer.no_body)
+        finally:
+            body.done(sent)
+
+    # --8<-- [start:sendfile]
+    async def sendfile(self, body: file_response.FileBody) -> int:
+        """Write the head (if not out yet) and the framing, and let the kernel copy the file
+        into the socket between them (``loop.sendfile``: ``os.sendfile`` once the transport's
+        buffer is empty, reading paused meanwhile). All bytes are framed before one is
+        written, so a Content-Length the file breaks is refused while a 500 can still go.
+        Returns the bytes sent. Raises ClientDisconnected, http1.ResponseError."""
+        protocol, framer = self.protocol, self.framer
+        if self.more_body and not framer.head_sent and http1.unread_body_closes(
+                self.expect_100, protocol.unread_body()):
+            framer.keep_alive = False  # RFC 9112 §9.3, as in send()
+        pieces: list[bytes | file_response.FileBody] = list(framer.body(b"", True))
+        pieces += file_response.file_pieces(framer, body)
+        if not body.more_body:
+            pieces += framer.body(b"", False)
+        at = pieces.index(body) if body in pieces else len(pieces)
+        transport = protocol.transport
+        transport.writelines(pieces[:at])  # type: ignore[arg-type]
+        sent = 0
+        if at < len(pieces):
+            try:
+                with open(body.fd, "rb", buffering=0, closefd=False) as file:  # the fd, unbuffered
+                    sent = await protocol.loop.sendfile(transport, file, body.offset,
+                                                        body.count, fallback=False)
+            except (ConnectionError, RuntimeError) as exc:  # a reset, or the transport closed
+                self.disconnect()
+                transport.close()
+                raise ClientDisconnected("the client has disconnected") from exc
+            if sent < body.count:  # the file shrank: the framing promised more
+                transport.close()
+                raise http1.ResponseError(f"file ended {body.count - sent} bytes early")
+        if not body.more_body:
+            self.response_complete = True
+            if self.waiter is not None:
+                self.wake()
+        try:
+            transport.writelines(pieces[at + 1:])  # type: ignore[arg-type]
+            if not body.more_body:
+                protocol.on_response_complete()
+        except OSError as exc:  # the client left while reading was paused: unseen till now
+            self.disconnect()
+            transport.abort()
+            raise ClientDisconnected("the client has disconnected") from exc
+        return sent
+    # --8<-- [end:sendfile]

@@ -11,17 +11,18 @@ Built to be fast: the app starts once the read holding its head is parsed, so a 
 there when it calls ``receive()``; the response head leaves with the first body in one
 ``transport.write``; one ``Deadline`` timer per connection; ``__slots__`` everywhere.
 
-WebSocket: ``handle_upgrade`` calls ``websocket_protocol.upgrade``; ``--ws auto`` is our RFC 6455
-engine, the faster: a 1 KiB text echo over 10 connections (websockets client, 20,000 messages,
-twice) cost 17.0 µs of server CPU a message, wsproto 30.5 (26.3k, 14.7k messages/s).
+WebSocket: ``handle_upgrade`` calls ``websocket_protocol.upgrade``; ``--ws auto`` is our own
+engine, the faster: a 1 KiB text echo over 10 connections cost 17.0 µs of server CPU a
+message, wsproto's 30.5 (26.3k against 14.7k messages/s).
 
 Deliberately left out: other protocol upgrades (an ``Upgrade`` that is no WebSocket handshake
 is answered as HTTP/1.1, then the connection closes; toy-h2 takes h2c), ``CONNECT`` (501),
-transfer codings but chunked (501), request trailers (dropped), uvicorn's extras.
+transfer codings but chunked (501), request trailers (dropped), uvicorn's extras;
+``sendfile(2)`` on uvloop (no ``loop.sendfile``) and under TLS: a file body is read in pieces.
 
-Spec: RFC 9112 §2-§7 (message syntax, target forms, fields, body length, chunked coding), §9
-(persistence, pipelining); RFC 9110 §5.5, §7.8, §8.6, §10.1.1, §15; RFC 6585 §5; RFC 6455 §4.2;
-ASGI HTTP and WebSocket 2.4, Lifespan 2.0 (https://asgi.readthedocs.io/en/latest/specs/).
+Spec: RFC 9112 §2-§7 (syntax, target forms, fields, body length, chunked), §9 (persistence,
+pipelining); RFC 9110 §5.5, §7.8, §8.6, §10.1.1, §15; RFC 6585 §5; RFC 6455 §4.2; ASGI HTTP (with
+Path Send, Zero Copy Send) and WebSocket 2.4, Lifespan 2.0 (asgi.readthedocs.io/en/latest/specs).
 
 Compare with: uvicorn/protocols/http/httptools_impl.py and flow_control.py.
 """
@@ -49,8 +50,7 @@ FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"
 H2_PREFACE = "Pause on PRI/Upgrade"  # llhttp's reason for "PRI * HTTP/2.0", HTTP/2's preface
 CHUNK_LINE_LIMIT = MAX_CHUNK_LINE + 2  # with its CRLF
 WS_ENGINE = "toyservers"  # --ws auto: our RFC 6455 engine, the faster (module docstring)
-MAX_TURN = 64 * 1024  # bytes parsed per loop turn: 1-byte chunks cost ~3 µs per 6 bytes in
-# llhttp's callbacks, and uvloop reads up to 256 KiB at once: 64 KiB is ~30 ms, then others run
+MAX_TURN = 64 * 1024  # bytes parsed a loop turn (~30 ms of 1-byte chunks), then others run
 
 
 class _StopParsing(Exception):

@@ -16,14 +16,16 @@ hands the connection to a ``WSProtocol`` speaking the project's own RFC 6455
 
 Deliberately left out: the upgrade to h2c, request trailers reaching the app (they
 are checked and dropped: ASGI has no event for them), response trailers, decoding any transfer
-coding but chunked (others get 501), the CONNECT tunnel, and answering a client that
-half-closed its side (its FIN counts as a disconnect, as in uvicorn). Proxy headers are read
-once for every server, in ``asgi.http_scope`` (``toyservers.proxy``).
+coding but chunked (others get 501), the CONNECT tunnel, answering a client that half-closed
+its side (its FIN counts as a disconnect, as in uvicorn), and ``sendfile(2)`` on uvloop and
+under TLS (a file body is read in 64 KiB pieces there: ``toyservers.file_response``). Proxy
+headers are read once for every server, in ``asgi.http_scope`` (``toyservers.proxy``).
 
 Spec: RFC 9112 §2.2 (message parsing), §3 (request line), §5 (field lines), §6 (message body
 length), §7.1 (chunked coding), §9 (connection management); RFC 9110 §5.5 and §5.6.2 (field
 values, tokens), §10.1.1 (Expect), §15.2 (1xx); ASGI 3.0 HTTP connection scope and events,
-spec version 2.4 (https://asgi.readthedocs.io/en/latest/specs/www.html).
+spec version 2.4 (https://asgi.readthedocs.io/en/latest/specs/www.html), and its Path Send and
+Zero Copy Send extensions.
 
 Compare with: uvicorn/protocols/http/httptools_impl.py (the same skeleton; there, llhttp does the
 parsing this module does by hand).

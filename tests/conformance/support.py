@@ -86,7 +86,10 @@ FEATURES: list[str] = [
     "ext-trailers",
     "ext-early-hints",
     "ext-pathsend",
+    "ext-pathsend-h2",
+    "ext-pathsend-error",
     "ext-zerocopysend",
+    "ext-zerocopysend-h2",
     "ext-tls",
 ]
 
@@ -101,17 +104,19 @@ WIRE_FEATURES: frozenset[str] = frozenset({
 _TOY_HTTP1_ONLY = {
     "websocket": "HTTP/1.1 request/response only: no Upgrade handling",
     "h2c-prior-knowledge": "HTTP/1.1 only",
-    "ext-trailers": "not offered (the tls extension is the only one)",
-    "ext-early-hints": "not offered (the tls extension is the only one)",
-    "ext-pathsend": "not offered (the tls extension is the only one)",
-    "ext-zerocopysend": "not offered (the tls extension is the only one)",
+    "ext-trailers": "not offered (pathsend, zerocopysend and tls are the extensions)",
+    "ext-early-hints": "not offered (pathsend, zerocopysend and tls are the extensions)",
 }
 
+_NO_FILE_EXTENSIONS = "not offered (neither name is in its installed code)"
 _NO_EXTENSIONS = {
     "ext-trailers": "not offered over HTTP/1.1",
     "ext-early-hints": "not offered over HTTP/1.1",
-    "ext-pathsend": "not offered",
-    "ext-zerocopysend": "not offered",
+    "ext-pathsend": _NO_FILE_EXTENSIONS,
+    "ext-pathsend-h2": _NO_FILE_EXTENSIONS,
+    "ext-pathsend-error": _NO_FILE_EXTENSIONS,
+    "ext-zerocopysend": _NO_FILE_EXTENSIONS,
+    "ext-zerocopysend-h2": _NO_FILE_EXTENSIONS,
     "ext-tls": "not offered",
 }
 _SEND_RETURNS = {
@@ -155,9 +160,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-httptools": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-h2": {  # HTTP/1.1 by toy-httptools' protocol; HTTP/2 by h2 on the same port
         "ext-trailers": "offered over HTTP/2 only",
-        "ext-early-hints": "not offered (trailers and tls are the extensions)",
-        "ext-pathsend": "not offered (trailers and tls are the extensions)",
-        "ext-zerocopysend": "not offered (trailers and tls are the extensions)",
+        "ext-early-hints": "not offered (trailers, pathsend, zerocopysend and tls are the "
+                           "extensions)",
     },
     "toy-anyio": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-anyio-trio": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
@@ -219,8 +223,13 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "socket-activation": _NO_LISTEN_FDS + ": --fd 3",
     },
     "granian": {
-        **{name: why for name, why in _NO_EXTENSIONS.items() if name != "ext-pathsend"},
+        **{name: why for name, why in _NO_EXTENSIONS.items()
+           if not name.startswith("ext-pathsend")},
         **_SEND_RETURNS,
+        "ext-zerocopysend": "not offered: http.response.pathsend is, in its installed code",
+        "ext-zerocopysend-h2": "not offered: http.response.pathsend is, in its installed code",
+        "ext-pathsend-error": "a path that cannot be opened is answered 404 Not found by the "
+                              "server itself: send() returns, so the app never knows",
         "idle-timeout": "no idle timeout for keep-alive connections by default",
         "slow-headers": "hyper's header read timeout (30 s by default) is beyond the bound",
         "h2c-upgrade": "ignores Upgrade: h2c and answers over HTTP/1.1 (RFC 7540 §3.2 allows "
@@ -334,6 +343,8 @@ H2_FEATURES: dict[str, str] = {
     "h2-reset": "h2c",
     "h2-app-error": "h2c",
     "h2-goaway": "h2c",
+    "ext-pathsend-h2": "h2c",
+    "ext-zerocopysend-h2": "h2c",
     "ws-h2": "h2c",
 }
 

@@ -14,7 +14,6 @@ in the scope of a request that came over TLS). HTTPS: RFC 9110 §4.2.2, ASGI HTT
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import h2.config
 import h2.connection
@@ -99,24 +98,6 @@ def test_early_hints_extension(server: ConformanceServer) -> None:
         assert first.header("link") == apps.EARLY_LINK.decode()
         final = conn.read_response()
     assert final is not None and final.status == 200 and final.body == apps.HELLO
-
-
-@feature("ext-pathsend")
-def test_pathsend_extension(server: ConformanceServer) -> None:
-    with Connection(server.port) as conn:
-        conn.send(request("GET", "/pathsend"))
-        response = conn.read_response()
-    assert response is not None and response.status == 200, response
-    assert response.body == Path(apps.SELF_PATH).read_bytes()
-
-
-@feature("ext-zerocopysend")
-def test_zerocopysend_extension(server: ConformanceServer) -> None:
-    with Connection(server.port) as conn:
-        conn.send(request("GET", "/zerocopysend"))
-        response = conn.read_response()
-    assert response is not None and response.status == 200, response
-    assert response.body == Path(apps.SELF_PATH).read_bytes()
 
 
 def _scope_over_tls(server: TLSServer) -> dict[str, object]:
