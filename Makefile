@@ -96,7 +96,7 @@ endif
 
 # The figures the pages include: every folder of lessons/results/ is written by one line below,
 # and its results.json records that line's command (tests/test_page_bench_commands.py checks
-# that they agree). About 50 minutes of load and every tool (h2load, redis-server, nginx and
+# that they agree). About 55 minutes of load and every tool (h2load, redis-server, nginx and
 # haproxy, bjoern for bench load's rows, cargo for the axum row and bench ws's load
 # generator); run it on a quiet machine before a release and commit the folders. A reader's
 # own runs, the pages' commands, write under results/ instead.
@@ -119,6 +119,7 @@ lesson-results: $(STAMP) tools
 	$(VENV)/bin/bench conformance --output lessons/results/conformance
 	@$(TOOLS) autobahn
 	$(VENV)/bin/bench autobahn --servers uvicorn,uvicorn-wsproto,hypercorn,daphne,granian --output lessons/results/autobahn
+	$(VENV)/bin/bench ws --duration 5 --runs 3 --warmup 1 --output lessons/results/ws
 
 # The suite runs on two processes (pytest-xdist), one per core: every test uses its own
 # ephemeral ports and servers, and 2 workers halve the wall time on a 2-core machine.
