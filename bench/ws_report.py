@@ -31,8 +31,8 @@ GOAL_CONNECTIONS = 10
 GOAL_MEMORY = 1.0
 
 ECHO_HEADERS = ["Server", "Conns", "msg/s", "min–max", "p50 ms", "p99 ms", "Errors",
-                "CPU µs/msg", "server CPU", "ws-load CPU", "% of {ref}"]
-ECHO_RIGHT = [False, *[True] * 10]
+                "CPU µs/msg", "server CPU", "ws-load CPU", "% of {ref}", "CPU/msg % of {ref}"]
+ECHO_RIGHT = [False, *[True] * 11]
 IDLE_HEADERS = ["Server", "Open", "RSS before MB", "RSS open MB", "KiB/conn", "min–max",
                 "% of {ref}"]
 IDLE_RIGHT = [False, *[True] * 6]
@@ -108,17 +108,16 @@ def _echo_summary(run: Run) -> EchoSummary | None:
     return run.summary if isinstance(run.summary, EchoSummary) else None
 
 
-def ratio_columns(pair: Paired | None) -> dict[str, Any]:
-    """``vs_reference`` (median % of the reference over rounds), ``vs_reference_min``,
-    ``vs_reference_max``, ``vs_reference_noisy`` (the rounds disagree on which is larger),
-    ``rounds_compared``; all None (0, False) without a pair."""
+def ratio_columns(pair: Paired | None, key: str = "vs_reference") -> dict[str, Any]:
+    """``<key>`` (median % of the reference over rounds), ``<key>_min``, ``<key>_max``,
+    ``<key>_noisy`` (the rounds disagree on which is larger) and ``<key>_rounds`` (rounds
+    compared); None (0, False) without a pair."""
     if pair is None:
-        return {"vs_reference": None, "vs_reference_min": None, "vs_reference_max": None,
-                "vs_reference_noisy": False, "rounds_compared": 0}
+        return {key: None, f"{key}_min": None, f"{key}_max": None, f"{key}_noisy": False,
+                f"{key}_rounds": 0}
     pct = pair.pct_of_below
-    return {"vs_reference": pct.median, "vs_reference_min": pct.minimum,
-            "vs_reference_max": pct.maximum, "vs_reference_noisy": pair.noisy,
-            "rounds_compared": pair.rounds}
+    return {key: pct.median, f"{key}_min": pct.minimum, f"{key}_max": pct.maximum,
+            f"{key}_noisy": pair.noisy, f"{key}_rounds": pair.rounds}
 
 
 def echo_row(result: EchoResult) -> dict[str, Any]:
@@ -131,7 +130,8 @@ def echo_row(result: EchoResult) -> dict[str, Any]:
     ``errors``, ``errors_by_kind``; ``rss_peak_mb``; ``cpu_us_per_message`` (the server tree's
     CPU µs per message, median) and ``cpu_us_runs``; ``server_cpu_pct`` and
     ``client_cpu_pct`` (each one's CPU time over the run / the echo window, % of one core,
-    median); ``runs`` (every run, the client's CPU seconds in its summary).
+    median); the ratios to the reference (:func:`echo_rows`), None here; ``runs`` (every run,
+    the client's CPU seconds in its summary).
     """
     m = result.measurement
     spec = SERVERS[result.server]
@@ -144,6 +144,7 @@ def echo_row(result: EchoResult) -> dict[str, Any]:
         "p90_ms": None, "p99_ms": None, "errors": None, "errors_by_kind": None,
         "rss_peak_mb": None, "cpu_us_per_message": None, "cpu_us_runs": [],
         "server_cpu_pct": None, "client_cpu_pct": None, **ratio_columns(None),
+        **ratio_columns(None, "cpu_vs_reference"),
         "runs": [run.to_json() for run in m.runs],
     }
     if m.status != "ok" or not m.measured:
@@ -171,17 +172,22 @@ def _by_round(rounds: Sequence[int], values: Sequence[float | None]) -> dict[int
 
 
 def echo_rows(results: Sequence[EchoResult], reference: str) -> list[dict[str, Any]]:
-    """Every echo row, each with its messages per second as a % of ``reference``'s at the
-    same connections, round by round (:func:`ratio_columns`)."""
+    """Every echo row, each against ``reference``'s row at the same connections, round by
+    round (:func:`ratio_columns`): its messages per second as a % of the reference's
+    (``vs_reference``), and its CPU µs per message as a % of the reference's
+    (``cpu_vs_reference``: on a busy machine a server's share of its core moves its rate from
+    round to round, much less what a message costs it)."""
     rows = [echo_row(r) for r in results]
     base = {row["connections"]: row for row in rows if row["server"] == reference}
     for row in rows:
         other = base.get(row["connections"])
         if other is None or other is row or row["status"] != "ok":
             continue
-        pair = paired(_by_round(row["rounds"], row["messages_per_s_runs"]),
-                      _by_round(other["rounds"], other["messages_per_s_runs"]))
-        row.update(ratio_columns(pair))
+        for key, runs in (("vs_reference", "messages_per_s_runs"),
+                          ("cpu_vs_reference", "cpu_us_runs")):
+            pair = paired(_by_round(row["rounds"], row[runs]),
+                          _by_round(other["rounds"], other[runs]))
+            row.update(ratio_columns(pair, key))
     return rows
 
 
@@ -229,7 +235,9 @@ def goals(rows: Sequence[Mapping[str, Any]], idle: Sequence[Mapping[str, Any]],
     """Each toy row set against issue 20's targets: ``server``, ``what`` (``"speed"``: msg/s
     at :data:`GOAL_CONNECTIONS` connections; ``"memory"``: RSS per idle connection),
     ``target`` (x reference), ``ratio`` (median over rounds, x reference), ``ratio_min``,
-    ``ratio_max``, ``met`` (the median meets it), ``noisy``."""
+    ``ratio_max``, ``met`` (the median meets it), ``noisy``; for speed, ``cpu_ratio``,
+    ``cpu_ratio_min`` and ``cpu_ratio_max`` (CPU µs per message over the reference's: below
+    1 is cheaper), None for memory."""
     found = []
     toys = [r for r in rows if SERVERS[r["server"]].kind == "toy"
             and r["connections"] == GOAL_CONNECTIONS]
@@ -241,11 +249,17 @@ def goals(rows: Sequence[Mapping[str, Any]], idle: Sequence[Mapping[str, Any]],
                 continue
             ratio = row["vs_reference"] / 100
             met = ratio >= target if what == "speed" else ratio <= target
+            cpu = row.get("cpu_vs_reference")
             found.append({"server": row["server"], "what": what, "reference": reference,
                           "target": target, "ratio": ratio,
                           "ratio_min": row["vs_reference_min"] / 100,
                           "ratio_max": row["vs_reference_max"] / 100, "met": met,
-                          "noisy": row["vs_reference_noisy"]})
+                          "noisy": row["vs_reference_noisy"],
+                          "cpu_ratio": None if cpu is None else cpu / 100,
+                          "cpu_ratio_min": None if cpu is None
+                          else row["cpu_vs_reference_min"] / 100,
+                          "cpu_ratio_max": None if cpu is None
+                          else row["cpu_vs_reference_max"] / 100})
     return found
 
 
@@ -261,7 +275,10 @@ def goal_lines(data: Mapping[str, Any]) -> list[str]:
             f"{goal['server']}: {what} {goal['ratio']:.2f}x {goal['reference']} (rounds "
             f"{goal['ratio_min']:.2f}–{goal['ratio_max']:.2f}x); issue 20's target (set "
             f"for toy-httptools) {sign} {goal['target']:g}x: {verdict}"
-            + ("; the rounds disagree on which is larger" if goal["noisy"] else ""))
+            + ("; the rounds disagree on which is larger" if goal["noisy"] else "")
+            + ("" if goal.get("cpu_ratio") is None else
+               f"; CPU µs per message {goal['cpu_ratio']:.2f}x {goal['reference']}'s (rounds "
+               f"{goal['cpu_ratio_min']:.2f}–{goal['cpu_ratio_max']:.2f}x)"))
     if not lines:
         lines.append(f"issue 20's targets: no toy row with a {data['settings']['reference']} "
                      "row to compare with in this run")
@@ -271,19 +288,20 @@ def goal_lines(data: Mapping[str, Any]) -> list[str]:
 # --- tables and files ---------------------------------------------------------------------------
 
 
-def vs_cell(row: Mapping[str, Any], reference: str) -> str:
-    """The "% of reference" cell: median (min–max), ``noise (a–b)`` when the rounds disagree
-    on which is larger, ``reference`` on its own row, "–" with nothing to compare."""
+def vs_cell(row: Mapping[str, Any], reference: str, key: str = "vs_reference") -> str:
+    """A "% of reference" cell (:func:`ratio_columns`' ``key``): median (min–max), ``noise
+    (a–b)`` when the rounds disagree on which is larger, ``reference`` on its own row, "–"
+    with nothing to compare."""
     if row["server"] == reference and row["status"] == "ok":
         return "reference"
-    if row["vs_reference"] is None:
+    if row.get(key) is None:
         return "–"
-    low, high = row["vs_reference_min"], row["vs_reference_max"]
-    if row["vs_reference_noisy"]:
+    low, high = row[f"{key}_min"], row[f"{key}_max"]
+    if row[f"{key}_noisy"]:
         return f"noise ({low:.0f}–{high:.0f} %)"
-    if row["rounds_compared"] < 2:
-        return f"{row['vs_reference']:.1f} %"
-    return f"{row['vs_reference']:.1f} % ({low:.0f}–{high:.0f})"
+    if row[f"{key}_rounds"] < 2:
+        return f"{row[key]:.1f} %"
+    return f"{row[key]:.1f} % ({low:.0f}–{high:.0f})"
 
 
 def echo_cells(rows: Sequence[Mapping[str, Any]], reference: str) -> list[list[str]]:
@@ -292,7 +310,7 @@ def echo_cells(rows: Sequence[Mapping[str, Any]], reference: str) -> list[list[s
     for row in rows:
         if row["status"] != "ok" or row["messages_per_s"] is None:
             cells.append([row["server"], str(row["connections"]), row["status"],
-                          *["–"] * 8])
+                          *["–"] * 9])
             continue
         flag = " *" if row["spread_flag"] else ""
         cells.append([
@@ -300,7 +318,8 @@ def echo_cells(rows: Sequence[Mapping[str, Any]], reference: str) -> list[list[s
             f"{row['messages_per_s_min']:,.0f}–{row['messages_per_s_max']:,.0f}",
             cell(row["p50_ms"], ".2f"), cell(row["p99_ms"], ".2f"), f"{row['errors']:,}",
             cell(row["cpu_us_per_message"], ".1f"), cell(row["server_cpu_pct"], ".0f", " %"),
-            cell(row["client_cpu_pct"], ".0f", " %"), vs_cell(row, reference)])
+            cell(row["client_cpu_pct"], ".0f", " %"), vs_cell(row, reference),
+            vs_cell(row, reference, "cpu_vs_reference")])
     return cells
 
 
@@ -339,9 +358,12 @@ def how_it_ran(data: Mapping[str, Any]) -> list[str]:
         f"and held, sending nothing; the tree's peak RSS over {s['idle_hold_s']:g} s; KiB/conn "
         "= (RSS open - RSS before) / opened (1 KiB = 1024 bytes), median with min–max over "
         "rounds",
-        f"% of {ref}: each row against {ref}'s run of the same round (same connections), "
-        "then the median (min–max over rounds); noise (a–b) where the rounds disagree on "
-        "which is larger; * marks runs spread more than 10 %",
+        f"% of {ref}: each row's msg/s against {ref}'s run of the same round (same "
+        "connections), then the median (min–max over rounds); CPU/msg % of "
+        f"{ref}: the same for CPU µs per message (below 100 % is cheaper), which a busy "
+        "machine moves much less than msg/s: a server pinned to a shared core gets a share of "
+        "it that changes from run to run, and its rate with it; noise (a–b) where the rounds "
+        "disagree on which is larger; * marks runs spread more than 10 %",
         data["ws_load_build"]["note"],
     ]
     return lines + provenance(dict(data))
