@@ -9,8 +9,10 @@ Every server whose registry entry lists ``websocket`` (``--servers`` names some)
   per server and connection count: messages per second, p50/p99 round trip, errors, the
   server's CPU µs per message and its CPU share of the run, ws-load's own CPU share of the
   run (so a reader sees whether the client could have been the limit), and the row's
-  messages per second as a percentage of the ``--reference`` row's (uvicorn) at the same
-  connection count.
+  messages per second and CPU µs per message as percentages of the ``--reference`` row's
+  (uvicorn) at the same connection count. On a busy machine the second is the steadier: a
+  server pinned to a shared core gets a share of it that changes from run to run, and its
+  rate with it, while what a message costs it changes much less.
 - **idle**: a fresh server, checked with one echo; its process tree's RSS; then ws-load
   opens ``--idle`` WebSockets (1,000) that send nothing; the tree's peak RSS over the next
   :data:`HOLD` seconds; then they close and the server stops. RSS per idle connection is

@@ -235,7 +235,9 @@ def goals(rows: Sequence[Mapping[str, Any]], idle: Sequence[Mapping[str, Any]],
     """Each toy row set against issue 20's targets: ``server``, ``what`` (``"speed"``: msg/s
     at :data:`GOAL_CONNECTIONS` connections; ``"memory"``: RSS per idle connection),
     ``target`` (x reference), ``ratio`` (median over rounds, x reference), ``ratio_min``,
-    ``ratio_max``, ``met`` (the median meets it), ``noisy``; for speed, ``cpu_ratio``,
+    ``ratio_max``, ``met`` (the median meets it), ``decided`` (every round is on the same
+    side of the target: otherwise the run cannot claim either verdict), ``noisy`` (the rounds
+    disagree on which of the two rows is larger); for speed, ``cpu_ratio``,
     ``cpu_ratio_min`` and ``cpu_ratio_max`` (CPU µs per message over the reference's: below
     1 is cheaper), None for memory."""
     found = []
@@ -248,13 +250,16 @@ def goals(rows: Sequence[Mapping[str, Any]], idle: Sequence[Mapping[str, Any]],
             if row["vs_reference"] is None:
                 continue
             ratio = row["vs_reference"] / 100
+            low, high = row["vs_reference_min"] / 100, row["vs_reference_max"] / 100
             met = ratio >= target if what == "speed" else ratio <= target
+            # decided: every round on the same side of the target
+            decided = low >= target or high < target if what == "speed" else \
+                high <= target or low > target
             cpu = row.get("cpu_vs_reference")
             found.append({"server": row["server"], "what": what, "reference": reference,
                           "target": target, "ratio": ratio,
-                          "ratio_min": row["vs_reference_min"] / 100,
-                          "ratio_max": row["vs_reference_max"] / 100, "met": met,
-                          "noisy": row["vs_reference_noisy"],
+                          "ratio_min": low, "ratio_max": high, "met": met,
+                          "decided": decided, "noisy": row["vs_reference_noisy"],
                           "cpu_ratio": None if cpu is None else cpu / 100,
                           "cpu_ratio_min": None if cpu is None
                           else row["cpu_vs_reference_min"] / 100,
@@ -270,12 +275,13 @@ def goal_lines(data: Mapping[str, Any]) -> list[str]:
         sign = "≥" if goal["what"] == "speed" else "≤"
         what = (f"messages/s at {GOAL_CONNECTIONS} connections" if goal["what"] == "speed"
                 else "RSS per idle connection")
-        verdict = "met" if goal["met"] else "not met"
+        verdict = ("met" if goal["met"] else "not met") if goal["decided"] else (
+            f"undecided: the rounds fall on both sides of it (their median "
+            f"{'meets' if goal['met'] else 'misses'} it), so this run cannot claim either")
         lines.append(
             f"{goal['server']}: {what} {goal['ratio']:.2f}x {goal['reference']} (rounds "
             f"{goal['ratio_min']:.2f}–{goal['ratio_max']:.2f}x); issue 20's target (set "
             f"for toy-httptools) {sign} {goal['target']:g}x: {verdict}"
-            + ("; the rounds disagree on which is larger" if goal["noisy"] else "")
             + ("" if goal.get("cpu_ratio") is None else
                f"; CPU µs per message {goal['cpu_ratio']:.2f}x {goal['reference']}'s (rounds "
                f"{goal['cpu_ratio_min']:.2f}–{goal['cpu_ratio_max']:.2f}x)"))

@@ -190,6 +190,17 @@ def test_targets_hold_every_toy_row_to_issue_20s_figures() -> None:
     assert lines[0].startswith("toy-raw: messages/s at 10 connections 1.27x uvicorn")
     assert "≥ 1.2x: met; CPU µs per message 0.78x uvicorn's (rounds 0.77–0.80x)" in lines[0]
     assert lines[1].endswith("≤ 1x: not met")
+    assert all(g["decided"] for g in found)
+
+
+def test_a_target_the_rounds_straddle_is_undecided() -> None:
+    rows = echo_rows([EchoResult("toy-raw", 10, echo_measurement([13_000, 11_000, 12_500])),
+                      EchoResult("uvicorn", 10, echo_measurement([10_000, 10_000, 10_000]))],
+                     "uvicorn")
+    found = goals(rows, [], "uvicorn")
+    assert found[0]["met"] and not found[0]["decided"]  # median 1.25x, one round 1.1x
+    line = goal_lines({"goals": found, "settings": {"reference": "uvicorn"}})[0]
+    assert "undecided: the rounds fall on both sides of it (their median meets it)" in line
 
 
 # --- a short real run -------------------------------------------------------------------------
