@@ -263,7 +263,7 @@ def results(settings: Settings, servers: list[str], notes: list[str], pinning: P
             echo: list[EchoResult], idle: list[IdleRun]) -> dict[str, Any]:
     """results.json's content (:mod:`bench.ws_report` derives the rows' columns)."""
     rows = echo_rows(echo, settings.reference)
-    idle_table = idle_rows(idle, servers, settings.reference)
+    idle_table = idle_rows(idle, servers, settings.reference) if settings.idle else []
     return {
         "experiment": "ws",
         "date": started.isoformat(timespec="seconds"),

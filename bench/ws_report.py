@@ -363,7 +363,7 @@ def how_it_ran(data: Mapping[str, Any]) -> list[str]:
         f"{s['idle_connections']:,} WebSockets opened by ws-load (64 handshakes at a time) "
         f"and held, sending nothing; the tree's peak RSS over {s['idle_hold_s']:g} s; KiB/conn "
         "= (RSS open - RSS before) / opened (1 KiB = 1024 bytes), median with min–max over "
-        "rounds",
+        "rounds" if s["idle_connections"] else "idle: no idle rows (--idle 0)",
         f"% of {ref}: each row's msg/s against {ref}'s run of the same round (same "
         "connections), then the median (min–max over rounds); CPU/msg % of "
         f"{ref}: the same for CPU µs per message (below 100 % is cheaper), which a busy "
@@ -412,13 +412,15 @@ def print_and_write(console: Console, errors: Console, out: Path, data: Mapping[
     """Print both tables, the targets and the notes, write the files and name them; raise
     ``typer.Exit(1)`` when no echo row was measured."""
     ref = data["settings"]["reference"]
+    how = "\n".join(how_it_ran(data))  # the caption of the last table
     console.print(report.rich_table(TITLE, [h.format(ref=ref) for h in ECHO_HEADERS],
-                                    echo_cells(data["rows"], ref), "", ECHO_RIGHT))
+                                    echo_cells(data["rows"], ref),
+                                    "" if data["idle"] else how, ECHO_RIGHT))
     if data["idle"]:
         console.print(report.rich_table(
             f"RSS per idle connection, {data['settings']['idle_connections']:,} open",
-            [h.format(ref=ref) for h in IDLE_HEADERS], idle_cells(data["idle"], ref),
-            "\n".join(how_it_ran(data)), IDLE_RIGHT))
+            [h.format(ref=ref) for h in IDLE_HEADERS], idle_cells(data["idle"], ref), how,
+            IDLE_RIGHT))
     for line in [*goal_lines(data), *notes_of(data)]:
         console.print(line, highlight=False)
     console.print("wrote " + ", ".join(str(p) for p in write_outputs(out, data)))

@@ -21,7 +21,16 @@ from bench.loadgen import Load, LoadGenError
 from bench.rounds import Measurement, Run
 from bench.ws import choose_servers
 from bench.ws_client import EchoSummary, WsLoad, parse_closed, parse_echo, parse_idle, ws_url
-from bench.ws_report import EchoResult, IdleRun, echo_rows, goal_lines, goals, idle_rows
+from bench.ws_report import (
+    EchoResult,
+    IdleRun,
+    echo_rows,
+    goal_lines,
+    goals,
+    how_it_ran,
+    idle_rows,
+    write_outputs,
+)
 from toyservers.registry import SERVERS, available
 
 # ws-load's echo line from a real 3 s run (10 connections) against uvicorn.
@@ -253,3 +262,19 @@ def test_a_short_run_writes_a_plausible_report(ws_load: Path, tmp_path: Path) ->
     text = (out / "results.md").read_text()
     assert text.startswith("**bench ws") and "| toy-raw | 2 |" in text
     assert "RSS per idle connection, 200 open" in text and "command: bench ws" in text
+
+
+def test_without_idle_rows_the_report_says_so(tmp_path: Path) -> None:
+    rows = echo_rows([EchoResult("toy-raw", 10, echo_measurement([13_000]))], "uvicorn")
+    data = {
+        "command": ["bench", "ws", "--idle", "0"], "pinning": {"text": "not pinned"},
+        "ws-load": {"version": "0.1.0"}, "ws_load_build": {"note": "ws-load: cached build"},
+        "machine": {"cpu_model": "test", "cores": 2}, "python": {"version": "3.11"},
+        "date": "2026-01-01", "git": None, "notes": [], "rows": rows, "idle": [],
+        "goals": goals(rows, [], "uvicorn"),
+        "settings": {"reference": "uvicorn", "message_bytes": 1024, "duration_s": 1,
+                     "warmup_s": 0, "runs": 1, "idle_connections": 0, "idle_hold_s": 1.0}}
+    assert "idle: no idle rows (--idle 0)" in how_it_ran(data)
+    write_outputs(tmp_path, data)
+    text = (tmp_path / "results.md").read_text()
+    assert "RSS per idle connection" not in text and "| toy-raw | 10 | 13,000 |" in text
