@@ -2,9 +2,10 @@
 
 ``ws-load`` (``bench/ws-load/src/main.rs``: tokio + tokio-tungstenite on one thread, built
 with cargo on first use by :func:`bench.native.ensure_wsload`) is a WebSocket client written
-so that the client is not what limits the server: a Python loop would cost about as much per
-message as the Python servers it measures; ws-load spent 9 to 19 µs of CPU per message in
-``lessons/results/ws`` (each run records its CPU time). It prints JSON, read here:
+so that the client is not what limits the server: a Python client (websockets on uvloop, 10
+connections against toy-raw, both pinned) spent 22 µs of CPU per message where ws-load spent
+11 and toy-raw 16 to 19; ws-load spent 9 to 19 µs per message in ``lessons/results/ws`` (each
+run records its CPU time). It prints JSON, read here:
 
 - :class:`WsLoad` (mode ``echo``) is a :class:`bench.loadgen.LoadGenerator`, so the
   interleaved rounds of :mod:`bench.rounds` drive it as they drive wrk: ``load.connections``
