@@ -267,9 +267,8 @@ class Connection:
         # The message being read: its type, the pieces so far and their size.
         self.message: int | None = None  # TEXT or BINARY, None between messages
         self.compressed = False  # its first frame had RSV1: permessage-deflate
-        self.empty = 0  # its empty fragments so far
         self.parts: list[Any] = []  # str pieces of a text message, bytes of a binary one
-        self.size = 0
+        self.size = self.empty = 0  # its bytes so far (inflated), its empty fragments so far
         self.decoder = codecs.getincrementaldecoder("utf-8")()
 
     def accept(self, subprotocol: str | None, headers: Headers) -> bytes:
@@ -316,9 +315,8 @@ class Connection:
             return False
         first, second = buffer[0], buffer[1]
         opcode, length = first & 0x0F, second & 0x7F
-        if not second & MASK:  # §5.1: "The server MUST close the connection upon receiving a
-            raise ProtocolError(PROTOCOL_ERROR, "an unmasked client frame")  # frame that is not
-            # masked"
+        if not second & MASK:  # §5.1: a server "MUST close the connection" on an unmasked frame
+            raise ProtocolError(PROTOCOL_ERROR, "an unmasked client frame")
         if opcode not in OPCODES:
             raise ProtocolError(PROTOCOL_ERROR, f"reserved opcode {opcode:#x}")
         if opcode >= CLOSE and (not first & FIN or length > MAX_CONTROL_PAYLOAD):
@@ -340,8 +338,7 @@ class Connection:
         if opcode < CLOSE:
             self._start_data(opcode, length, first)
         self.in_frame, self.fin, self.opcode = True, bool(first & FIN), opcode
-        self.remaining, self.offset = length, 0
-        self.key = bytes(buffer[start:start + 4])
+        self.remaining, self.offset, self.key = length, 0, bytes(buffer[start:start + 4])
         del buffer[:start + 4]
         return True
 
