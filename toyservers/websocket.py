@@ -104,6 +104,7 @@ class Handshake(NamedTuple):
     extensions: list[bytes]
 
 
+# --8<-- [start:check_handshake]
 def check_handshake(method: str, headers: Headers) -> Handshake | None:
     """The opening handshake in an HTTP/1.1 request (``headers`` as the parser gives them:
     lowercased names), or None when it asks no ``Upgrade: websocket``: answer it as HTTP.
@@ -137,6 +138,7 @@ def check_handshake(method: str, headers: Headers) -> Handshake | None:
         raise HandshakeError(400, "missing or malformed Sec-WebSocket-Key") from None
     return Handshake(keys[0], _elements(fields, b"sec-websocket-protocol"),
                      [e.encode() for e in _elements(fields, b"sec-websocket-extensions")])
+# --8<-- [end:check_handshake]
 
 
 def _elements(fields: dict[bytes, list[bytes]], name: bytes) -> list[str]:
@@ -168,6 +170,7 @@ def accept_response(key: bytes, subprotocol: str | None, deflate: PerMessageDefl
 # --- frames (§5) ----------------------------------------------------------------------------------
 
 
+# --8<-- [start:unmask]
 def unmask(data: bytes, key: bytes, offset: int = 0) -> bytes:
     """XOR ``data`` with ``key`` repeated (§5.3), ``data`` starting ``offset`` bytes into the
     payload. Python's integers XOR thousands of bytes in one C loop: a 1 MiB payload took
@@ -178,6 +181,7 @@ def unmask(data: bytes, key: bytes, offset: int = 0) -> bytes:
     mask = (key * (size // 4 + 1))[:size]
     return (int.from_bytes(data, "little") ^ int.from_bytes(mask, "little")).to_bytes(
         size, "little")
+# --8<-- [end:unmask]
 
 
 def frame(opcode: int, payload: bytes, rsv1: bool = False) -> bytes:
@@ -308,6 +312,7 @@ class Connection:
         self.remaining -= size
         return data
 
+    # --8<-- [start:read_header]
     def _read_header(self) -> bool:
         """Read a frame header if all of it is here, checked (§5.2); False until it is."""
         buffer = self.buffer
@@ -358,7 +363,9 @@ class Connection:
             self.empty += 1
             if self.empty > MAX_EMPTY_FRAGMENTS:
                 raise ProtocolError(POLICY, "a flood of empty fragments")
+    # --8<-- [end:read_header]
 
+    # --8<-- [start:read_data]
     def _read_data(self) -> Message | None:
         """Unmask, inflate and check what has come of a data frame's payload; the Message once
         the last frame of one has all come."""
@@ -386,6 +393,7 @@ class Connection:
         message = "".join(self.parts) if self.message == TEXT else b"".join(self.parts)
         self.message, self.parts, self.size = None, [], 0
         return Message(message)
+    # --8<-- [end:read_data]
 
     def _inflate(self, data: bytes, last: bool) -> bytes:
         """RFC 7692 §7.2.2: inflate, the sync flush's tail put back after the last frame; past
