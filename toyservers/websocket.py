@@ -171,16 +171,18 @@ def accept_response(key: bytes, subprotocol: str | None, deflate: PerMessageDefl
 
 
 # --8<-- [start:unmask]
-def unmask(data: bytes, key: bytes, offset: int = 0) -> bytes:
+XOR_TABLES = [bytes([byte ^ k for byte in range(256)]) for k in range(256)]  # [k][b] is b ^ k
+
+
+def unmask(data: bytes | bytearray, key: bytes, offset: int = 0) -> bytes:
     """XOR ``data`` with ``key`` repeated (§5.3), ``data`` starting ``offset`` bytes into the
-    payload. Python's integers XOR thousands of bytes in one C loop: a 1 MiB payload took
-    3 ms here (timeit), a Python loop over its bytes 168 ms."""
-    size = len(data)
-    if offset % 4:
-        key = key[offset % 4:] + key[:offset % 4]
-    mask = (key * (size // 4 + 1))[:size]
-    return (int.from_bytes(data, "little") ^ int.from_bytes(mask, "little")).to_bytes(
-        size, "little")
+    payload: bytes 0, 4, 8... take key byte 0, and so on, so four slices are each XORed with one
+    byte by ``bytes.translate``'s C loop. timeit, 256 KiB (asyncio's largest read): 0.4 ms; as
+    two ints XORed 0.8-3 ms (the conversions grow faster than the size); a Python loop 37 ms."""
+    out = bytearray(data)
+    for i in range(4):
+        out[i::4] = out[i::4].translate(XOR_TABLES[key[(offset + i) % 4]])
+    return bytes(out)
 # --8<-- [end:unmask]
 
 
@@ -306,7 +308,7 @@ class Connection:
 
     def _take(self, size: int) -> bytes:
         """The next ``size`` bytes of payload (all here), unmasked."""
-        data = unmask(bytes(self.buffer[:size]), self.key, self.offset)
+        data = unmask(self.buffer[:size], self.key, self.offset)
         del self.buffer[:size]
         self.offset += size
         self.remaining -= size
