@@ -350,9 +350,17 @@ def test_http_scope() -> None:
     assert scope["root_path"] == "/api" and scope["query_string"] == b"q=1"
     assert scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
     assert scope["state"] == {"db": "x"} and scope["state"] is not conn.state.lifespan_state
-    assert "extensions" not in scope
+    # HTTP/1.1: early hints always, trailers only when TE lists them (asgi_extensions.offered);
+    # HTTP/1.0: neither (no 1xx to it, no chunked coding)
+    assert scope["extensions"] == {"http.response.early_hint": {}}
+    assert http_scope(conn, "GET", "1.1", b"/", b"", [], True)["extensions"] == {
+        "http.response.early_hint": {}, "http.response.trailers": {}}
+    assert http_scope(conn, "GET", "1.0", b"/", b"", [], True)["extensions"] == {}
     conn.tls = {"tls_version": 0x0304}
+    conn.scope_template = scope_template(conn)  # made once the connection's tls is known
     assert http_scope(conn, "GET", "1.1", b"/", b"", [])["extensions"] == {
+        "tls": {"tls_version": 0x0304}, "http.response.early_hint": {}}
+    assert http_scope(conn, "GET", "1.0", b"/", b"", [])["extensions"] == {
         "tls": {"tls_version": 0x0304}}
 
 

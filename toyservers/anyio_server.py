@@ -17,8 +17,9 @@ on trio (``toy-anyio-trio``, ``toyservers/anyio_trio.py``). What h11 lets throug
 ``toyservers.h11_checks``, shared with toy-h11.
 
 Deliberately left out: what toy-h11 leaves out (WebSocket and other upgrades, CONNECT,
-HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``,
-zero-copy files); ``--workers`` on trio (the supervisor's workers run asyncio).
+HTTP/1.0 keep-alive, request trailers beyond checking them, zero-copy files,
+``http.response.debug``); ``--workers`` on trio (the supervisor's workers run asyncio). Early
+hints and response trailers are toy-h11's, through the shared cycle.
 
 Spec: RFC 9112 §2-§3, §5-§7, §9 (persistence, pipelining); RFC 9110 §10.1.1 (Expect), §15.
 ASGI 3.0 HTTP scope and messages (https://asgi.readthedocs.io/en/latest/specs/www.html), the

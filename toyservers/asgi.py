@@ -39,6 +39,7 @@ from urllib.parse import unquote
 
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.access_log import log_request
+from toyservers.asgi_extensions import offered
 from toyservers.proxy import apply_to_scope
 
 if TYPE_CHECKING:
@@ -60,7 +61,9 @@ def scope_template(conn: ServerProtocol) -> dict[str, Any]:
     ``http_scope`` copies it and sets the rest. The keys the request sets are here already
     (as None), in the spec's order: a copy of a dict is cheap, and setting a key it holds is
     cheaper than adding one. A scope built key by key cost 1.3k instructions a request more
-    on toy-httptools (callgrind: 99.6k -> 98.3k with this).
+    on toy-httptools (callgrind: 99.6k -> 98.3k with this). Its ``extensions`` are those of an
+    HTTP/1.1 request without ``TE: trailers`` (``asgi_extensions.offered``), one dict shared by
+    the connection's requests, as ``asgi`` is by all; ``http_scope`` builds another for the rest.
     """
     return {
         "type": "http",
@@ -76,18 +79,21 @@ def scope_template(conn: ServerProtocol) -> dict[str, Any]:
         "query_string": None,
         "headers": None,
         "state": None,
+        "extensions": offered(conn.tls, "1.1", False),
     }
 
 
 def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: bytes,
-               query_string: bytes, headers: Headers) -> Scope:
+               query_string: bytes, headers: Headers, trailers: bool = False) -> Scope:
     """The ASGI ``http`` scope of one request on ``conn``.
 
     ``raw_path`` is the path as received (ASCII bytes, still percent-encoded); the scope's
     ``path`` is it percent-decoded as UTF-8, both prefixed with ``config.root_path``. ``conn``
     gives ``client``, ``server``, ``scheme`` (in its ``scope_template``), the ``tls``
     extension and the server's state, whose lifespan ``state`` is copied, so one request
-    cannot change what the next one sees (ASGI lifespan spec).
+    cannot change what the next one sees (ASGI lifespan spec). ``trailers``: the request's TE
+    lists ``trailers`` (``asgi_extensions.accepts_trailers``), so the trailers extension is
+    offered on HTTP/1.1 (``asgi_extensions.offered``).
     """
     state = conn.state
     root_path = state.config.root_path
@@ -103,8 +109,8 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
     scope["query_string"] = query_string
     scope["headers"] = headers
     scope["state"] = state.lifespan_state.copy()
-    if conn.tls is not None:
-        scope["extensions"] = {"tls": conn.tls}
+    if trailers or http_version != "1.1":  # the template's are 1.1's without TE: trailers
+        scope["extensions"] = offered(conn.tls, http_version, trailers)
     if state.proxy is not None:  # believed only from a trusted peer (toyservers.proxy)
         forwarded = state.proxy.resolve(conn.client, headers)
         if forwarded is not None:

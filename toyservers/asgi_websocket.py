@@ -62,11 +62,15 @@ DISCONNECT_HTTP = 1006  # what the app's receive() says after an HTTP answer (uv
 def websocket_scope(scope: Scope, subprotocols: list[str]) -> Scope:
     """The ``websocket`` scope of the handshake request whose ``http`` scope is ``scope``
     (ASGI WebSocket spec: ``method`` goes, ``scheme`` is ws or wss, ``subprotocols`` are the
-    offered ones in order, and the denial response is offered as an extension)."""
+    offered ones in order, and the denial response is offered as an extension; of the HTTP
+    scope's extensions only ``tls`` applies)."""
     ws_scope = dict(scope, type="websocket", subprotocols=subprotocols,
                     scheme="wss" if scope["scheme"] == "https" else "ws")
     del ws_scope["method"]
-    ws_scope["extensions"] = {**scope.get("extensions", {}), "websocket.http.response": {}}
+    extensions: dict[str, Any] = {"websocket.http.response": {}}
+    if "tls" in scope.get("extensions", {}):
+        extensions["tls"] = scope["extensions"]["tls"]
+    ws_scope["extensions"] = extensions
     return ws_scope
 
 

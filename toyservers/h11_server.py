@@ -13,10 +13,14 @@ Where h11 decides otherwise than our contract (obs-fold, bare LF, repeated Conte
 for any Transfer-Encoding but ``chunked``, chunk extensions), toy-h11 goes with h11: see
 ``tests/hostile/corpus.py``.
 
+ASGI extensions (``toyservers.asgi_extensions``, through the shared cycle): ``tls``, early
+hints (103) and response trailers, which h11 writes (``EndOfMessage(headers=...)``).
+
 Deliberately left out: WebSocket and other protocol upgrades (served as plain HTTP), CONNECT
 (501), HTTP/1.0 keep-alive (h11 always closes HTTP/1.0 connections, which RFC 9112 §9.3
-allows), request trailers (h11 parses them; they are checked, then dropped),
-``http.response.trailers``, zero-copy file responses, TLS beyond what asyncio's ``ssl=`` gives.
+allows), request trailers (h11 parses them; they are checked, then dropped), zero-copy file
+responses, ``http.response.debug`` (asgiref: not for production), TLS beyond what asyncio's
+``ssl=`` gives.
 
 Spec: RFC 9112 §2-§3 (message and request line), §5 (field syntax), §6-§7 (body length,
 chunked coding), §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §10.1.1 (Expect),

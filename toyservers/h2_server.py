@@ -19,12 +19,13 @@ with GOAWAY ENHANCE_YOUR_CALM; besides, h2 gets ``MAX_FEED`` bytes per loop turn
 reading while our write buffer is full. A malformed request ends its own stream alone.
 
 Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
-its job), priorities (RFC 9113 §5.3.2 deprecates them), request trailers (dropped), CONNECT
-(501), WebSockets over HTTP/2.
+its job, and toy-h2 sends them), priorities (RFC 9113 §5.3.2 deprecates them), request
+trailers (dropped), CONNECT (501), WebSockets over HTTP/2, ``http.response.debug`` (asgiref:
+not for production).
 
 Spec: RFC 9113 §3 (starting), §5 (streams, flow control), §6.5 (SETTINGS), §6.8 (GOAWAY),
 §8 (HTTP semantics); RFC 7540 §3.2 (h2c); RFC 7541 (HPACK); RFC 7301 (ALPN); ASGI HTTP spec
-2.4 and its HTTP Trailers extension.
+2.4 and its HTTP Trailers and Early Hints extensions (RFC 8297).
 
 Compare with: hypercorn/protocol/h2.py and http_stream.py; h2's asyncio example server."""
 

@@ -9,7 +9,8 @@ the client's windows allow, waiting for its WINDOW_UPDATE, at most ``timeout_bod
 A stream ends on its own (RST_STREAM), the connection going on: RFC 9113 §5.4.2.
 
 Spec: RFC 9113 §5.1 (stream states), §5.2 and §6.9 (flow control), §8.1 (HTTP message
-framing), §8.1.1 (malformed messages); ASGI HTTP spec 2.4 and its HTTP Trailers extension.
+framing), §8.1.1 (malformed messages); ASGI HTTP spec 2.4 and its HTTP Trailers and Early
+Hints extensions (RFC 8297).
 
 Compare with: hypercorn/protocol/http_stream.py (``HTTPStream``) beside hypercorn/protocol/h2.py.
 """
@@ -24,7 +25,7 @@ import h2.connection
 import h2.exceptions
 from h2.errors import ErrorCodes
 
-from toyservers import asgi, http2
+from toyservers import asgi, asgi_extensions, http2
 from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
 
@@ -67,8 +68,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     @classmethod
     def open(cls, protocol: StreamOwner, sid: int, scope: Scope, more_body: bool,
              run: bool = True) -> RequestResponseCycle:
-        """Register stream ``sid``'s cycle (trailers offered) and start its app if ``run``."""
-        scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
+        """Register stream ``sid``'s cycle (trailers and early hints offered: ``asgi_extensions.
+        offered``) and start its app if ``run``."""
+        scope["extensions"] = asgi_extensions.offered(protocol.tls, "2", True)
         expect = more_body and http2.expects_continue(scope["headers"])
         protocol.streams[sid] = cycle = cls(protocol, scope, sid, expect)
         cycle.more_body = more_body
@@ -117,9 +119,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:
-        """``http.response.start``, ``.body`` and ``.trailers``. Raises ClientDisconnected once
-        the stream is gone, http1.ResponseError for fields ``check_response`` refuses, and
-        RuntimeError for a message out of order."""
+        """``http.response.early_hint`` (before the start: a HEADERS frame with ``:status``
+        103, no END_STREAM: RFC 9113 §8.1, RFC 8297), ``http.response.start``, ``.body`` and
+        ``.trailers``. Raises ClientDisconnected once the stream is gone, http1.ResponseError
+        for fields ``check_response`` refuses, and RuntimeError for a message out of order."""
         protocol = self.protocol
         if protocol.flow.write_paused and not self.disconnected:
             await protocol.flow.drain()
@@ -127,6 +130,11 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             raise ClientDisconnected
         kind = message["type"]
         if not self.response_started:
+            if kind == "http.response.early_hint":
+                links = asgi_extensions.check_links(message.get("links", ()))
+                self.conn.send_headers(self.stream_id, [(b":status", b"103"), *(
+                    (b"link", link) for link in links)])
+                return self.protocol.flush()
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
             self.response.start(message, protocol.state.default_headers)

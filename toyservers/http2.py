@@ -42,7 +42,7 @@ from h2.errors import ErrorCodes
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
-from toyservers import http1
+from toyservers import asgi_extensions, http1
 from toyservers._types import Headers, Message, Scope
 
 PREFACE = http1.H2_PREFACE_BYTES  # RFC 9113 §3.4, the client's first 24 bytes
@@ -184,14 +184,9 @@ def expects_continue(headers: Iterable[tuple[bytes, bytes]]) -> bool:
 def response_head(status: int, headers: Iterable[tuple[bytes, bytes]],
                   default_headers: Headers) -> Headers:
     """The HEADERS of a response: ``:status`` and the app's fields as ``http1.check_response``
-    checks them (raises http1.ResponseError), with the server's defaults. A ``Trailer`` field,
-    hop-by-hop on HTTP/1.1, is allowed here (RFC 9110 §6.6.2): it announces the trailers."""
-    headers = list(headers)
-    trailer = [h for h in headers if h[0].lower() == b"trailer"]
-    lines = http1.check_response(status, [h for h in headers if h not in trailer],
-                                 default_headers).lines  # name, b": ", value, b"\r\n" each
-    return [(b":status", b"%d" % status), *((b"trailer", v) for _, v in trailer),
-            *zip(lines[::4], lines[2::4], strict=True)]
+    checks them (raises http1.ResponseError), with the server's defaults."""
+    lines = http1.check_response(status, headers, default_headers).lines  # name, ": ", ...
+    return [(b":status", b"%d" % status), *zip(lines[::4], lines[2::4], strict=True)]
 
 
 class Response:
@@ -238,8 +233,9 @@ class Response:
 
 
 def trailer_fields(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
-    """An ``http.response.trailers`` message's fields, checked as a head's (RFC 9110 §6.5)."""
-    lines = http1.check_response(200, headers, []).lines
+    """An ``http.response.trailers`` message's fields, checked as a head's, without those a
+    trailer may not carry (``asgi_extensions.check_trailers``: RFC 9110 §6.5.1)."""
+    lines = asgi_extensions.check_trailers(headers)
     return list(zip(lines[::4], lines[2::4], strict=True))
 
 

@@ -13,7 +13,9 @@ there when it calls ``receive()``; the response head leaves with the first body 
 
 Deliberately left out: protocol upgrades (``handle_upgrade`` declines: an ``Upgrade``
 request is answered as HTTP/1.1, then the connection closes; toy-h2 takes h2c), ``CONNECT``
-(501), transfer codings but chunked (501), request trailers (dropped), uvicorn's extras.
+(501), transfer codings but chunked (501), request trailers (dropped), uvicorn's extras,
+``http.response.debug`` (asgiref: not for production). Early hints and response trailers
+are the shared cycle's (``toyservers.asgi_extensions``).
 
 Spec: RFC 9112 §2-§7 (message syntax, target forms, fields, body length, chunked coding), §9
 (persistence, pipelining); RFC 9110 §5.5, §8.6, §10.1.1 (Expect), §15; RFC 6585 §5 (431); ASGI
@@ -33,6 +35,7 @@ from toyservers import http1
 from toyservers._server import run_server, serve_protocol
 from toyservers._types import ASGIApp, Scope
 from toyservers.asgi import at_concurrency_limit, http_scope
+from toyservers.asgi_extensions import accepts_trailers
 from toyservers.config import Config
 from toyservers.http1 import FRAGMENT, HIGH_WATER_LIMIT, MAX_CHUNK_LINE, ResponseFramer
 from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
@@ -41,7 +44,7 @@ from toyservers.state import ServerState
 # --- Constants ------------------------------------------------------------------------------------
 
 NO_MESSAGE, IN_HEAD, IN_BODY = 0, 1, 2  # where llhttp is: between messages, in a head, in a body
-FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})  # ours too
+FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect", b"te"})
 H2_PREFACE = "Pause on PRI/Upgrade"  # llhttp's reason for "PRI * HTTP/2.0", HTTP/2's preface
 CHUNK_LINE_LIMIT = MAX_CHUNK_LINE + 2  # with its CRLF
 MAX_TURN = 64 * 1024  # bytes parsed per loop turn: 1-byte chunks cost ~3 µs per 6 bytes in
@@ -68,7 +71,7 @@ class RequestReader(HTTP1Protocol):
         "parser", "max_headers", "max_header_size", "max_body", "pipeline", "driving",
         "reading_stopped", "queued_error", "error_status", "phase", "messages", "piece",
         "trailer_size", "url", "headers", "head_seen", "body_size", "framing", "line_bytes",
-        "hosts", "te", "content_length", "expect", "parsing", "good_host",
+        "hosts", "te", "content_length", "expect", "parsing", "good_host", "trailers",
     )
 
     def __init__(self, state: ServerState) -> None:
@@ -101,7 +104,7 @@ class RequestReader(HTTP1Protocol):
         self.messages += 1
         self.head_seen = self.body_size = self.framing = 0
         self.te = self.content_length = None
-        self.expect = False
+        self.expect = self.trailers = False  # Expect: 100-continue; TE lists trailers
 
     def on_url(self, url: bytes) -> None:
         self.url += url  # RFC 9112 §3: a request line too long to parse gets 414
@@ -128,6 +131,8 @@ class RequestReader(HTTP1Protocol):
                 self.content_length = value  # llhttp checked it: 1*DIGIT, only one
             elif name == b"transfer-encoding":  # RFC 9110 §5.3: lines combine with commas
                 self.te = value if self.te is None else self.te + b"," + value
+            elif name == b"te":  # RFC 9110 §10.1.4: may the response carry trailers?
+                self.trailers = self.trailers or accepts_trailers(value)
             elif value.lower() == b"100-continue":
                 self.expect = True
     # --8<-- [end:head_callbacks]
@@ -163,7 +168,7 @@ class RequestReader(HTTP1Protocol):
                 raw_path, query = http1.split_target(method, url)
             except http1.BadTarget:
                 self.stop_parsing(400)  # RFC 9112 §3.2: none of the four request-target forms
-        scope = http_scope(self, method, version, raw_path, query, self.headers)
+        scope = http_scope(self, method, version, raw_path, query, self.headers, self.trailers)
         # RFC 9110 §10.1.1: 100 (Continue) only when a body is expected, and never to 1.0.
         expect = self.expect and version == "1.1" and (
             te is not None or self.content_length not in (None, b"0"))

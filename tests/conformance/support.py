@@ -72,13 +72,14 @@ FEATURES: list[str] = [
     "h2-multiplexing",
     "h2-read-flow-control",
     "h2-write-flow-control",
-    "h2-trailers",
     "h2-reset",
     "h2-app-error",
     "h2-goaway",
     "https",
     "ext-trailers",
+    "ext-trailers-h2",
     "ext-early-hints",
+    "ext-early-hints-h2",
     "ext-pathsend",
     "ext-zerocopysend",
     "ext-tls",
@@ -95,10 +96,8 @@ WIRE_FEATURES: frozenset[str] = frozenset({
 _TOY_HTTP1_ONLY = {
     "websocket": "HTTP/1.1 request/response only: no Upgrade handling",
     "h2c-prior-knowledge": "HTTP/1.1 only",
-    "ext-trailers": "not offered (the tls extension is the only one)",
-    "ext-early-hints": "not offered (the tls extension is the only one)",
-    "ext-pathsend": "not offered (the tls extension is the only one)",
-    "ext-zerocopysend": "not offered (the tls extension is the only one)",
+    "ext-pathsend": "not offered (tls, trailers and early hints are)",
+    "ext-zerocopysend": "not offered (tls, trailers and early hints are)",
 }
 
 _NO_EXTENSIONS = {
@@ -108,12 +107,20 @@ _NO_EXTENSIONS = {
     "ext-zerocopysend": "not offered",
     "ext-tls": "not offered",
 }
+# Read from the installed code. uvicorn 0.54.0 offers trailers and early hints only on its
+# HTTP/2 (protocols/http/zttp_h2_impl.py, with the zttp package), not with --http httptools
+# or h11; daphne 4.2.3 offers none of them; granian 2.8.7's Rust core knows pathsend alone.
+_UVICORN_EXTENSIONS = {
+    "ext-trailers": "not offered over HTTP/1.1 (uvicorn 0.54.0: on its zttp HTTP/2 only)",
+    "ext-early-hints": "not offered over HTTP/1.1 (uvicorn 0.54.0: on its zttp HTTP/2 only)",
+}
 _SEND_RETURNS = {
     "send-after-disconnect": "send() after the client left returns as if delivered (ASGI HTTP"
                              " spec 2.4: it should raise an OSError subclass)",
 }
 _UVICORN = {
     **_NO_EXTENSIONS,
+    **_UVICORN_EXTENSIONS,
     **_SEND_RETURNS,
     "slow-headers": "no deadline for the header block: every byte received restarts the wait",
 }
@@ -137,10 +144,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-httptools": dict(_TOY_HTTP1_ONLY),
     "toy-h2": {  # HTTP/1.1 by toy-httptools' protocol; HTTP/2 by h2 on the same port
         "websocket": "no WebSockets, over HTTP/1.1 or HTTP/2",
-        "ext-trailers": "offered over HTTP/2 only",
-        "ext-early-hints": "not offered (trailers and tls are the extensions)",
-        "ext-pathsend": "not offered (trailers and tls are the extensions)",
-        "ext-zerocopysend": "not offered (trailers and tls are the extensions)",
+        "ext-pathsend": "not offered (tls, trailers and early hints are)",
+        "ext-zerocopysend": "not offered (tls, trailers and early hints are)",
     },
     "toy-anyio": dict(_TOY_HTTP1_ONLY),
     "toy-anyio-trio": dict(_TOY_HTTP1_ONLY),
@@ -155,8 +160,10 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "hypercorn": {
         **_NO_EXTENSIONS,
         **_SEND_RETURNS,
-        "ext-trailers": "offered over HTTP/2 and HTTP/3 only",
-        "ext-early-hints": "offered over HTTP/2 and HTTP/3 only",
+        "ext-trailers": "offered over HTTP/2 and HTTP/3 only (hypercorn 0.18.0: "
+                        "TRAILERS_VERSIONS in protocol/http_stream.py)",
+        "ext-early-hints": "offered over HTTP/2 and HTTP/3 only (hypercorn 0.18.0: "
+                           "EARLY_HINTS_VERSIONS in protocol/http_stream.py)",
         "expect-100-continue": "sends 100 Continue as soon as the headers arrive",
         "too-many-headers-431": "no limit on the number of header fields",
         "h2-write-flow-control": "send() does not wait for the client's HTTP/2 window: the "
@@ -169,6 +176,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "daphne": {
         **_NO_EXTENSIONS,
         **_SEND_RETURNS,
+        "ext-trailers": "not offered (daphne 4.2.3 offers no HTTP extension)",
+        "ext-early-hints": "not offered (daphne 4.2.3 offers no HTTP extension)",
         "h2c-prior-knowledge": "HTTP/2 only over TLS (ALPN), not h2c prior knowledge",
         "expect-100-continue": "Twisted sends 100 Continue as soon as the headers arrive",
         "large-upload": "Twisted buffers the whole request body before the app runs",
@@ -192,11 +201,14 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "granian": {
         **{name: why for name, why in _NO_EXTENSIONS.items() if name != "ext-pathsend"},
         **_SEND_RETURNS,
+        "ext-trailers": "http.response.trailers not offered (granian 2.8.7)",
+        "ext-early-hints": "http.response.early_hint not offered (granian 2.8.7)",
         "idle-timeout": "no idle timeout for keep-alive connections by default",
         "slow-headers": "hyper's header read timeout (30 s by default) is beyond the bound",
         "h2c-upgrade": "ignores Upgrade: h2c and answers over HTTP/1.1 (RFC 7540 §3.2 allows "
                        "it; RFC 9113 deprecates the Upgrade)",
-        "h2-trailers": "http.response.trailers not offered over HTTP/2",
+        "ext-trailers-h2": "http.response.trailers not offered (granian 2.8.7)",
+        "ext-early-hints-h2": "http.response.early_hint not offered (granian 2.8.7)",
         "ws-app-error": "an app error after websocket.accept gets a Close frame without a "
                         "status code (the client sees 1005, not 1011)",
         "ws-max-size": "a message over the limit gets a Close frame without a status code, "
@@ -295,7 +307,8 @@ H2_FEATURES: dict[str, str] = {
     "h2-multiplexing": "h2c",
     "h2-read-flow-control": "h2c",
     "h2-write-flow-control": "h2c",
-    "h2-trailers": "h2c",
+    "ext-trailers-h2": "h2c",
+    "ext-early-hints-h2": "h2c",
     "h2-reset": "h2c",
     "h2-app-error": "h2c",
     "h2-goaway": "h2c",
