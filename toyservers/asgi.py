@@ -5,7 +5,8 @@ A server module writes its own ``send`` (where its framing meets the app) and th
 ``receive`` that touch its parser; what is the same in every server is written here once:
 
 - ``http_scope``: the ``http`` connection scope, built the same way from the parsed request,
-  on a copy of the connection's ``scope_template`` (what its requests' scopes share);
+  on a copy of the connection's ``scope_template`` (what its requests' scopes share), with
+  the extensions the request is offered (``asgi_extensions.offered``);
 - ``RequestResponseCycle``: the base of each server's cycle. It holds the request body the
   protocol hands in (``body``, ``more_body``, ``wake()``) and the one ``receive()``: 100
   Continue when the app first asks for a body that has not come, ``http.request`` messages,

@@ -9,7 +9,10 @@ error, is written here once:
   through h11). ``send()`` checks the messages' order, logs the access line, decides on the
   body the client has not sent yet (RFC 9112 §9.3), waits while the client reads slowly
   (``FlowControl.drain``), writes, and ends the response. toy-anyio runs the same ``send()``
-  into an outbox and awaits the write itself.
+  into an outbox and awaits the write itself. The ASGI extensions (``asgi_extensions``):
+  early hints go out as 103 responses before the response, and a response whose start
+  promised trailers ends with its ``http.response.trailers`` (a chunked trailer section
+  where the client said ``TE: trailers``), each off the hot path in a method of its own.
 - ``HTTP1Protocol``: the base of the three servers' protocol classes, with the one error
   answer, ``send_error(status)`` (HEAD-aware, then one lingering close: RFC 9112 §9.6), the
   deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9) and ``shutdown()``. A
@@ -19,7 +22,8 @@ error, is written here once:
 
 Spec: ASGI HTTP spec 2.4 (https://asgi.readthedocs.io/en/latest/specs/www.html): the
 response events, "send() on a closed connection" raising an ``OSError`` subclass; RFC 9112
-§9.3 (persistence), §9.6 (tear-down); RFC 9110 §10.1.1 (Expect), §15.5.9 (408).
+§9.3 (persistence), §9.6 (tear-down), §7.1.2 (trailer section); RFC 9110 §10.1.1 (Expect),
+§15.5.9 (408); asgiref docs/extensions.rst (HTTP Trailers, Early Hints), RFC 8297 (103).
 
 Compare with: uvicorn/protocols/http/httptools_impl.py and h11_impl.py (``RequestResponseCycle
 .send``, ``send_400_response``, ``on_response_complete``).
