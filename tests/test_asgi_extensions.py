@@ -182,9 +182,14 @@ def test_trailers_out_of_order_are_refused(connect: Connect) -> None:
         except RuntimeError as exc:
             errors.append(exc)
         await send({"type": "http.response.trailers", "headers": []})
+        try:
+            await send({"type": "http.response.trailers", "headers": []})
+        except RuntimeError as exc:
+            errors.append(exc)
     out = connect(early).feed(GET_TE)
     assert [str(e).split("'")[1] for e in errors] == ["http.response.trailers",
-                                                       "http.response.body"]
+                                                       "http.response.body",
+                                                       "http.response.trailers"]
     assert out.endswith(b"1\r\nx\r\n0\r\n\r\n")
 
 
