@@ -111,6 +111,8 @@ lesson-results: $(STAMP) tools
 	$(VENV)/bin/bench layers --compare toy-anyio,toy-anyio-trio,toy-h11,uvicorn-h11 --compare-layers asgi --no-axum --no-bare --duration 5 --runs 3 --warmup 1 --output lessons/results/structured
 	$(VENV)/bin/bench h2 --duration 3 --runs 3 --warmup 1 --output lessons/results/h2
 	$(VENV)/bin/bench servers --duration 3 --runs 3 --warmup 1 --output lessons/results/servers
+	$(VENV)/bin/bench servers --server toy-httptools --compare granian --endpoints longbody,pathsend --duration 3 --runs 3 --warmup 1 --output lessons/results/pathsend
+	$(VENV)/bin/bench download --output lessons/results/download
 	$(VENV)/bin/bench load --duration 3 --runs 3 --warmup 1 --output lessons/results/load
 	$(VENV)/bin/bench concurrency --slow 1 --output lessons/results/concurrency
 	$(VENV)/bin/bench workers --concurrency 1,10,40 --duration 3 --runs 3 --output lessons/results/workers

@@ -4,6 +4,9 @@
   costs per request when the app does nothing.
 - ``GET /api/longbody``: a 430,000-byte ``text/plain`` body (:data:`LONG_BODY`); what it
   costs to push bytes: the server's write path, flow control and buffers.
+- ``GET /api/pathsend``: the same 430,000 bytes from a file (:func:`long_body_file`), by
+  Starlette's ``FileResponse``: one ``http.response.pathsend`` message where the server offers
+  the extension (the server sends the file), else the file read in 64 KiB pieces in a thread.
 - ``GET /api/activities``: a close-to-real endpoint. An OAuth2 bearer token (a JWT signed
   with HS256, RFC 7519) is decoded with PyJWT; its ``sub`` claim names a user, looked up in
   Redis database 0 (a hash ``user:<name>``); that user's activities are read from Redis
@@ -30,14 +33,16 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import jwt
 import redis
 import redis.asyncio
 from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import FileResponse, PlainTextResponse, Response
 from fastapi.security import OAuth2PasswordBearer
 
 #: The 22-byte body of ``/api/shortbody``.
@@ -91,6 +96,32 @@ async def shortbody() -> Response:
 async def longbody() -> Response:
     """430,000 bytes of plain text."""
     return PlainTextResponse(LONG_BODY)
+
+
+_long_body_stat: dict[str, os.stat_result] = {}
+
+
+def long_body_file() -> Path:
+    """The file holding :data:`LONG_BODY`: ``SERVERS_APP_LONG_BODY_FILE``, or one in the
+    system's temporary folder; written (whole, by a rename) when missing or different."""
+    default = Path(tempfile.gettempdir()) / f"toyservers-longbody-{os.getuid()}.txt"
+    path = Path(os.environ.get("SERVERS_APP_LONG_BODY_FILE", default))
+    if not path.is_file() or path.read_bytes() != LONG_BODY:
+        part = path.with_name(f"{path.name}.{os.getpid()}")
+        part.write_bytes(LONG_BODY)
+        part.replace(path)
+    return path
+
+
+@app.get("/api/pathsend")
+async def pathsend() -> Response:
+    """:data:`LONG_BODY` from :func:`long_body_file`, its ``os.stat`` taken once per process
+    (else Starlette stats the file in a thread on every request)."""
+    if not _long_body_stat:
+        path = long_body_file()
+        _long_body_stat[str(path)] = path.stat()
+    [(path_name, stat)] = _long_body_stat.items()
+    return FileResponse(path_name, media_type="text/plain", stat_result=stat)
 
 
 # --8<-- [start:activities]

@@ -19,6 +19,8 @@ Four scenarios (``--scenarios``), each a table:
   the backend's are columns of their own.
 - **balance**, **failover**, **rolling**: what happens to requests when backends differ, die,
   or are restarted one by one under load (:mod:`bench.cluster_events`).
+- **ws**: an idle WebSocket through nginx, whose ``proxy_read_timeout`` closes it unless the
+  server's pings keep bytes coming (:mod:`bench.cluster_ws`).
 
 Where things run (:func:`place`): wrk on ``--wrk-cpu``, the proxy on ``--server-cpu``, the
 backends on the remaining CPUs, one each in turn; on a machine with only two, the backends
@@ -27,12 +29,13 @@ client, and a row's CPU µs added is what the hop costs that core per request: t
 work and the backend's extra work (a connection per request without keep-alive, the
 forwarding headers) together. The direct row's backend runs on the proxy's CPU.
 
-Left out: WebSocket through the proxies (not measured yet), and backends in network
-namespaces with ``tc netem`` delays (the report says both).
+Left out: WebSocket through HAProxy, and backends in network namespaces with ``tc netem``
+delays (the report says both).
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +60,7 @@ from bench.cluster_events import (
 )
 from bench.cluster_report import how_it_ran, notes_of, table_sections, write_outputs
 from bench.cluster_stack import APP, PROXIES, Fleet, Proxy, Upstream, find_proxy, proxy_version
+from bench.cluster_ws import measure_ws
 from bench.command import (
     consoles,
     invocation,
@@ -81,7 +85,7 @@ from bench.stats import summarize
 from bench.wrk import POST_JSON
 from toyservers.registry import get
 
-SCENARIOS = ("hop", "balance", "failover", "rolling")
+SCENARIOS = ("hop", "balance", "failover", "rolling", "ws")
 DEFAULT_SERVER = "toy-httptools"
 #: The rolling-restart variants of each proxy (:mod:`bench.cluster_events`).
 ROLLING: dict[str, tuple[RollingHow, ...]] = {"nginx": ("sigterm", "reload"),
@@ -382,6 +386,8 @@ def steps_of(settings: Settings) -> int:
     for scenario, rows in per_proxy.items():
         if scenario in settings.scenarios:
             count += rows * len(settings.proxies) * settings.runs
+    if "ws" in settings.scenarios and "nginx" in settings.proxies:
+        count += 2 * settings.runs
     return count
 
 
@@ -418,6 +424,8 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
         for name, measure_one in measures.items():
             if name in settings.scenarios:
                 results[name] = measure_one(settings, stage, found, progress)
+        if "ws" in settings.scenarios and "nginx" in settings.proxies:
+            results["ws"] = measure_ws(stage, found["nginx"], settings.runs, progress)
         keep_configs(Path(folder), out)
     return {
         "experiment": "cluster",
@@ -439,14 +447,16 @@ def measure(settings: Settings, console: Console, out: Path) -> dict[str, Any]:
         "proxies": proxies,
         "rows": results["hop"],
         "balance": results["balance"], "failover": results["failover"],
-        "rolling": results["rolling"],
+        "rolling": results["rolling"], "websocket": results["ws"],
     }
 
 
 def keep_configs(folder: Path, out: Path) -> None:
     """Copy one generated config of each proxy and scenario into ``out/configs``, so the
-    results keep what ran (the temporary folder goes)."""
+    results keep what ran (the temporary folder goes); the configs of an earlier run into
+    the same folder are removed first."""
     target = out / "configs"
+    shutil.rmtree(target, ignore_errors=True)
     for config in sorted(folder.glob("*/*.c*")):
         if config.suffix in (".conf", ".cfg"):
             name = f"{config.parent.name.rsplit('-', 1)[0]}-{config.name}"
@@ -489,7 +499,8 @@ def command(
     scenarios: Annotated[str, typer.Option(
         help="Comma-separated tables: hop (direct against each proxy, keep-alive off and on), "
              "balance (round robin and least-connections), failover (SIGKILL a backend, GET "
-             "and POST), rolling (restart every backend in turn).")] = ",".join(SCENARIOS),
+             "and POST), rolling (restart every backend in turn), ws (an idle WebSocket "
+             "through nginx, with and without server pings).")] = ",".join(SCENARIOS),
     wait_ms: Annotated[float, typer.Option(
         min=0, help="Milliseconds every request waits in the app in the failover and rolling "
                     "rows (as on a database), so requests are in flight when a backend goes.")
@@ -505,8 +516,8 @@ def command(
         help="Folder for results.json, results.md and cluster.png "
              "[default: results/cluster-<timestamp>]")] = None,
 ) -> None:
-    """N toy servers behind nginx and HAProxy: the hop's cost, balancing, failover, and a
-    rolling restart."""
+    """N toy servers behind nginx and HAProxy: the hop's cost, balancing, failover, a rolling
+    restart, and an idle WebSocket through nginx."""
     console, errors = consoles()
     settings = Settings(connections=connections, threads=threads, duration=duration,
                         warmup=warmup, runs=runs, server=server, backends=backends,
@@ -532,7 +543,8 @@ def show(console: Console, errors: Console, data: dict[str, Any],
     for line in notes_of(data):
         console.print(line, highlight=False)
     console.print("wrote " + ", ".join(str(p) for p in write()))
-    rows = [*data["rows"], *data["balance"], *data["failover"], *data["rolling"]]
+    rows = [*data["rows"], *data["balance"], *data["failover"], *data["rolling"],
+            *data.get("websocket", [])]
     if not any(row["status"] == "ok" for row in rows):
         errors.print("[bold red]error:[/] every row failed (see the logs above)")
         raise typer.Exit(1)

@@ -1,4 +1,4 @@
-"""How ``bench cluster`` reports: four tables, the "How it ran" lines, and the files it writes.
+"""How ``bench cluster`` reports: five tables, the "How it ran" lines, and the files it writes.
 
 Everything here reads results.json's content (:func:`bench.cluster.measure`), so a committed
 results file can be laid out again without measuring. The hop table is ``bench layers``'
@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.cluster_ws import HEADERS as WS_HEADERS
+from bench.cluster_ws import ws_cells
 from bench.report import added_cell, cell, noise_notes, pct_cell, provenance
 
 HOP_HEADERS = ["Path", "RPS", "min–max", "p50 ms", "p99 ms", "Errors", "proxy CPU µs/req",
@@ -137,6 +139,10 @@ def table_sections(data: dict[str, Any]) -> list[Section]:
                          "under POST load", ["Proxy", "How", *failed_heads],
                          failed_cells(data["rolling"], "how"),
                          [False, False, True, True, True, False]))
+    if data.get("websocket"):
+        sections.append(("WebSocket through nginx: an idle connection against "
+                         "proxy_read_timeout", WS_HEADERS, ws_cells(data["websocket"]),
+                         [False, False, True, True, True, True, False]))
     return sections
 
 
@@ -174,8 +180,15 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
                  "refused or reset, timeouts); a fresh proxy for each run (the killed backend "
                  "started again before it); rolling restarts run under POST and last as long "
                  "as the restart plus 1 s before and after")
+    if data.get("websocket"):
+        row = data["websocket"][0]
+        lines.append(f"WebSocket: one {row['server']} backend serving apps.ws_echo:app behind "
+                     "nginx (Upgrade and Connection passed on); the client echoes one message, "
+                     f"stays silent {row['idle_s']:g} s with its own pings off, then echoes "
+                     "another: survived when it comes back; cut after = how long the silent "
+                     "connection stayed open when nginx closed it")
     lines += provenance(data)
-    lines.append("left out: WebSocket through the proxies (not measured yet) and backends in "
+    lines.append("left out: WebSocket through HAProxy (its timeout tunnel) and backends in "
                  "network namespaces with tc netem delays (not built)")
     return lines
 
@@ -183,8 +196,8 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
 def notes_of(data: dict[str, Any]) -> list[str]:
     """Failed or skipped rows with their reasons, then the hop's noisy comparisons."""
     notes = []
-    for key in ("rows", "balance", "failover", "rolling"):
-        for row in data[key]:
+    for key in ("rows", "balance", "failover", "rolling", "websocket"):
+        for row in data.get(key, []):
             if row["status"] != "ok":
                 notes.append(f"{row.get('label') or row['layer']} {row['status']}: "
                              f"{row['error']}")

@@ -134,9 +134,7 @@ def nginx_values(folder: Path, listen: str, backends: Sequence[Address], upstrea
         "balance": "least_conn;" if upstream.balance == "leastconn" else "",
         "servers": "\n".join(servers),
         "keepalive": "keepalive 32;\nkeepalive_timeout 4s;" if upstream.keepalive else "",
-        "http_version": ('proxy_http_version 1.1;\nproxy_set_header Connection "";'
-                         if upstream.keepalive else
-                         "proxy_http_version 1.0;\nproxy_set_header Connection close;"),
+        "connection": '""' if upstream.keepalive else "close",
         "read_timeout": f"{upstream.read_timeout:g}s",
     }
 

@@ -8,6 +8,7 @@ endpoint      path                  what it measures
 ============  ====================  =======================================================
 shortbody     ``/api/shortbody``    a 22-byte body: the server's cost per request
 longbody      ``/api/longbody``     a 430,000-byte body: the server's write path
+pathsend      ``/api/pathsend``     the same bytes from a file: ``http.response.pathsend``
 activities    ``/api/activities``   JWT decoded, two Redis round trips, JSON: a real request
 ============  ====================  =======================================================
 
@@ -115,7 +116,11 @@ class Endpoint:
 
 ENDPOINTS = {e.name: e for e in (Endpoint("shortbody", "/api/shortbody"),
                                  Endpoint("longbody", "/api/longbody"),
+                                 Endpoint("pathsend", "/api/pathsend"),
                                  Endpoint("activities", "/api/activities", auth=True))}
+
+#: What runs without ``--endpoints``: pathsend is asked for by name (the lesson's comparison).
+DEFAULT_ENDPOINTS = ("shortbody", "longbody", "activities")
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ class Settings(Method):
 
     server: str = DEFAULT_SERVER
     compare: tuple[str, ...] = DEFAULT_COMPARE
-    endpoints: tuple[str, ...] = tuple(ENDPOINTS)
+    endpoints: tuple[str, ...] = DEFAULT_ENDPOINTS
     workers: int = 1
 
     @property
@@ -178,7 +183,7 @@ def checker(endpoint: Endpoint, token: str) -> Callable[[str, int], str | None]:
             return f"check request got status {status}: {body[:200]!r}"
         if endpoint.name == "shortbody" and body != servers_app.SHORT_BODY:
             return f"check request got {body[:100]!r}, not the short body"
-        if endpoint.name == "longbody" and body != servers_app.LONG_BODY:
+        if endpoint.name in ("longbody", "pathsend") and body != servers_app.LONG_BODY:
             return f"check request got {len(body)} bytes, not the {len(servers_app.LONG_BODY)}"
         if endpoint.name == "activities":
             try:
@@ -333,8 +338,8 @@ def command(
         help="Comma-separated servers measured beside --server ('' for none).")
     ] = ",".join(DEFAULT_COMPARE),
     endpoints: Annotated[str, typer.Option(
-        help="Comma-separated endpoints: shortbody, longbody, activities.")
-    ] = ",".join(ENDPOINTS),
+        help="Comma-separated endpoints: shortbody, longbody, pathsend, activities.")
+    ] = ",".join(DEFAULT_ENDPOINTS),
     workers: Annotated[int, typer.Option(
         min=1, help="Worker processes per server. 1 (the default) is pinned to one CPU with "
                     "wrk on another; more share that CPU unless --no-pin.")] = 1,

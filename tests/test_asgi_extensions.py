@@ -1,6 +1,7 @@
 """The ASGI extensions trailers and early hints: the shared rules, each HTTP/1.1 toy's protocol
 on a mock transport (toy-raw, toy-h11, toy-httptools: the ``connect`` fixture), toy-anyio
-(both backends) and toy-h2 over loopback, and curl.
+(both backends) and toy-h2 over loopback, and curl; with a file body (pathsend) before the
+trailers on every toy.
 
 The refused cases: a trailer field RFC 9110 §6.5.1 keeps out of trailers, trailers to a
 client that did not say ``TE: trailers`` (checked, then dropped), an early hint after
@@ -9,12 +10,15 @@ client that did not say ``TE: trailers`` (checked, then dropped), an early hint 
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import h11
 import pytest
 
 from tests.conformance.h2client import H2Client
@@ -76,11 +80,12 @@ def hinting(messages: list[dict[str, Any]], errors: list[BaseException] | None =
 
 def test_offered_by_version_and_te() -> None:
     tls = {"tls_version": 0x0304}
-    assert offered(None, "1.1", False) == {"http.response.early_hint": {}}
-    assert offered(None, "1.1", True) == {"http.response.early_hint": {},
+    files = {"http.response.pathsend": {}, "http.response.zerocopysend": {}}  # everywhere
+    assert offered(None, "1.1", False) == {**files, "http.response.early_hint": {}}
+    assert offered(None, "1.1", True) == {**files, "http.response.early_hint": {},
                                           "http.response.trailers": {}}
-    assert offered(tls, "1.0", True) == {"tls": tls}  # no 1xx, no chunked coding in 1.0
-    assert offered(None, "2", False) == {"http.response.early_hint": {},
+    assert offered(tls, "1.0", True) == {**files, "tls": tls}  # no 1xx, no chunked in 1.0
+    assert offered(None, "2", False) == {**files, "http.response.early_hint": {},
                                          "http.response.trailers": {}}
 
 
@@ -308,3 +313,62 @@ def test_curl_shows_the_trailer_section_and_the_103(server: str) -> None:
     assert raw == b"5\r\nhello\r\n0\r\nx-checksum: abc\r\n\r\n"  # --raw: the chunks as sent
     assert b"< HTTP/1.1 103 Early Hints" in verbose and b"< link: " + LINK in verbose
     assert verbose.index(b"103 Early Hints") < verbose.index(b"< HTTP/1.1 200 OK")
+
+
+# --- the extensions together: an early hint, a file body, then trailers ---------------------------
+
+
+def hinted_file_with_trailer(path: str) -> App:
+    """An app: an early hint, then the file at ``path`` by ``http.response.pathsend`` in a
+    response that promises trailers, then the trailer (sent where offered, else dropped)."""
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.early_hint", "links": [LINK]})
+        await send({"type": "http.response.start", "status": 200, "trailers": True})
+        await send({"type": "http.response.pathsend", "path": path})
+        await send({"type": "http.response.trailers", "headers": [TRAILER]})
+    return app
+
+
+def h11_exchange(port: int, te: bool) -> list[Any]:
+    """One GET (with ``TE: trailers`` if ``te``), then close: the events h11 reads back."""
+    client = h11.Connection(h11.CLIENT)
+    headers = [("Host", "x"), ("Connection", "close")] + ([("TE", "trailers")] if te else [])
+    events: list[Any] = []
+    with socket.create_connection((HOST, port), timeout=NET_TIMEOUT) as conn:
+        conn.sendall(client.send(h11.Request(method="GET", target="/", headers=headers)) +
+                     client.send(h11.EndOfMessage()))
+        while not events or type(events[-1]) not in (h11.EndOfMessage, h11.ConnectionClosed):
+            event = client.next_event()
+            if event is h11.NEED_DATA:
+                client.receive_data(conn.recv(65536))
+            else:
+                events.append(event)
+    return events
+
+
+@pytest.mark.parametrize("server", ["toy-raw", "toy-h11", "toy-httptools", "toy-anyio",
+                                    "toy-anyio-trio", "toy-h2"])
+@pytest.mark.parametrize("te", [True, False])
+def test_file_body_before_trailers_over_http1(server: str, te: bool, tmp_path: Path) -> None:
+    # A file body in a response that ends with trailers goes by the read loop (sendfile would
+    # end the chunked body itself), its pieces chunked before the trailer section.
+    path = tmp_path / "body.bin"
+    path.write_bytes(data := os.urandom(150_000))  # three pieces of file_response.READ_SIZE
+    with serving(server, hinted_file_with_trailer(str(path))) as port:
+        events = h11_exchange(port, te)
+    hint, response, *body, end = events
+    assert hint.status_code == 103 and (b"link", LINK) in hint.headers
+    assert response.status_code == 200
+    assert b"".join(bytes(event.data) for event in body) == data
+    assert end.headers == ([TRAILER] if te else [])
+
+
+def test_file_body_before_trailers_over_http2(tmp_path: Path) -> None:
+    path = tmp_path / "body.bin"
+    path.write_bytes(data := os.urandom(150_000))  # more than the initial HTTP/2 window
+    with serving("toy-h2", hinted_file_with_trailer(str(path))) as port, H2Client(port) as client:
+        response = client.response(client.request("GET", "/"))
+    assert [[p for p in hint if p[0] != "date"] for hint in response.informational] == [
+        [(":status", "103"), ("link", LINK.decode())]]
+    assert response.status == 200 and bytes(response.data) == data
+    assert response.trailers == {"x-checksum": "abc"}

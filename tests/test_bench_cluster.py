@@ -19,6 +19,7 @@ import pytest
 
 from apps import cluster_app
 from apps.user import SAMPLE_BODY
+from bench import cluster_ws
 from bench.cluster import Settings, measure_failover, measure_rolling, place
 from bench.cluster_events import Stage
 from bench.cluster_stack import (
@@ -68,12 +69,17 @@ def test_nginx_config_says_what_the_upstream_is(tmp_path: Path) -> None:
                       Upstream(keepalive=False, down=frozenset({"b2"})))
     assert "server 127.0.0.1:18001 max_fails=1 fail_timeout=1s;" in off
     assert "server 127.0.0.1:18002 max_fails=1 fail_timeout=1s down;" in off
-    assert "proxy_http_version 1.0;" in off and "keepalive 32;" not in off
+    assert "        ''      close;\n" in off and "keepalive 32;" not in off
     assert "        least_conn;\n" not in off and "{{" not in off
     on = config_text("nginx", tmp_path, "127.0.0.1:8080", BACKENDS,
                      Upstream(balance="leastconn"))
     assert "        least_conn;\n" in on and "        keepalive 32;\n" in on
-    assert 'proxy_set_header Connection "";' in on
+    assert "        ''      \"\";\n" in on  # no Connection header: the connection stays
+    for text in (on, off):  # WebSocket: Upgrade passed on, Connection: upgrade with it
+        assert "map $http_upgrade $connection_upgrade {" in text
+        assert "proxy_set_header Upgrade $http_upgrade;" in text
+        assert "proxy_set_header Connection $connection_upgrade;" in text
+        assert "proxy_http_version 1.1;" in text
 
 
 def test_haproxy_config_says_what_the_upstream_is(tmp_path: Path) -> None:
@@ -220,6 +226,7 @@ def test_cluster_smoke_run(tmp_path: Path) -> None:
     assert all(r["proxy_cpu_us"] is not None for r in data["rows"][1:])
     assert data["rows"][1]["us_added"] is not None and data["rows"][1]["below"] == (
         "direct/toy-httptools")
+    assert [r["status"] for r in data["websocket"]] == ["ok", "ok"]
     for scenario in ("balance", "failover", "rolling"):
         assert len(data[scenario]) == 4, scenario
         for row in data[scenario]:
@@ -238,3 +245,27 @@ def test_cluster_smoke_run(tmp_path: Path) -> None:
         configs
     assert "<folder>/admin.sock" in (out / "configs" / "rolling-haproxy-drain-haproxy.cfg"
                                      ).read_text()
+
+
+@needs_proxies
+@needs_wrk
+@pytest.mark.wrk
+@pytest.mark.timeout(120)
+def test_an_idle_websocket_through_nginx_lives_on_the_servers_pings(tmp_path: Path) -> None:
+    """With pings every second the silent connection outlives nginx's 2 s read timeout;
+    without, nginx closes it, no earlier than the timeout and without a Close frame."""
+    out = tmp_path / "out"
+    run = run_cli("--scenarios", "ws", "--proxies", "nginx", "--runs", "1", "--output",
+                  str(out), timeout=110)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    data = json.loads((out / "results.json").read_text())
+    pings, silent = data["websocket"]
+    assert (pings["ping_s"], silent["ping_s"]) == (cluster_ws.PING_S, 0.0)
+    assert pings["status"] == silent["status"] == "ok", data["websocket"]
+    assert pings["runs"][0]["survived"] and pings["runs"][0]["lived_s"] == cluster_ws.IDLE_S
+    cut = silent["runs"][0]
+    assert not cut["survived"] and cut["close_code"] is None  # dropped: the client sees 1006
+    assert cut["lived_s"] >= cluster_ws.READ_TIMEOUT_S - 0.1  # nginx's timeout, not sooner
+    assert "**WebSocket through nginx: an idle connection" in (out / "results.md").read_text()
+    config = (out / "configs" / "ws-ping-0-nginx.conf").read_text()
+    assert "proxy_read_timeout 2s;" in config and "$connection_upgrade" in config

@@ -61,6 +61,7 @@ TIME_OPTIONS = {
     "profile": ("--duration",),
     "conformance": (),
     "autobahn": (),
+    "download": (),
 }
 #: A "Measure it" section's bench commands, all together, take at most this much load, seconds:
 #: rows x (warm-up + runs x duration), with the options as printed.
@@ -68,7 +69,8 @@ MEASURE_IT_SECONDS = 60
 #: The tools a subcommand drives (make test installs them all).
 TOOLS = {"layers": ("wrk",), "servers": ("wrk", "redis-server"), "load": ("wrk",),
          "workers": ("wrk",), "h2": ("wrk", "h2load"), "cluster": ("wrk", "nginx", "haproxy"),
-         "concurrency": (), "profile": ("wrk",), "conformance": (), "autobahn": ()}
+         "concurrency": (), "profile": ("wrk",), "conformance": (), "autobahn": (),
+         "download": ()}
 
 
 @dataclass(frozen=True)
@@ -280,7 +282,8 @@ def check_report(command: PageCommand, data: dict[str, Any]) -> None:
         return
     rows = data["rows"]
     if command.subcommand == "cluster":  # a table per scenario; "rows" is the hop's
-        rows = [*rows, *data["balance"], *data["failover"], *data["rolling"]]
+        rows = [*rows, *data["balance"], *data["failover"], *data["rolling"],
+                *data["websocket"]]
     assert rows, "no row was measured"
     # "skipped" is a row the report explains and a student can fix (bjoern not built, gevent
     # missing: the page says how); "failed" is a server that did not start or answer.

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from tests.support.running import HOST, running_server
+from toyservers.config import Config
 from toyservers.proxy import Forwarded, ProxyHeaders, Trusted, apply_to_scope, node
 from toyservers.registry import SERVERS, get
+from toyservers.state import ServerState
 
 LOCAL = ("127.0.0.1", 50000)
 TOYS = sorted(name for name, spec in SERVERS.items()
@@ -27,6 +29,15 @@ def resolve(headers: dict[str, str] | list[tuple[str, str]], trusted: str = "127
 
 
 # --- trust ---------------------------------------------------------------------------------
+
+
+def test_a_server_builds_its_trusted_set_once() -> None:
+    """ServerState.trusted is the one set the proxy headers and the PROXY readers ask."""
+    state = ServerState(None, Config(forwarded_allow_ips="10.0.0.0/8"), {})
+    assert state.proxy is not None and state.proxy.trusted is state.trusted
+    assert "10.1.2.3" in state.trusted and "127.0.0.1" not in state.trusted
+    off = ServerState(None, Config(proxy_headers=False, forwarded_allow_ips="*"), {})
+    assert off.proxy is None and "203.0.113.9" in off.trusted  # --proxy-protocol still asks
 
 
 def test_trust_by_address_network_or_everyone() -> None:

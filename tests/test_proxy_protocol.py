@@ -1,6 +1,7 @@
 """The PROXY protocol (``toyservers.proxy_protocol``): both versions parsed byte by byte, then
-``--proxy-protocol`` on every asyncio and anyio toy server: a trusted proxy's header names the
-client, an untrusted one's or a malformed one closes the connection, none is plain HTTP.
+``--proxy-protocol`` on every toy server (asyncio, anyio, and toy-wsgi's sync and gthread
+workers): a trusted proxy's header names the client and the address it reached, an untrusted
+one's or a malformed one closes the connection, none is plain HTTP.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import pytest
 
 from tests.support.running import HOST, running_server
 from toyservers.proxy_protocol import (
+    NO_HEADER,
     V2_SIGNATURE,
     ProxyHeader,
     ProxyHeaderError,
     parse,
     starts_header,
+    take,
 )
 from toyservers.registry import SERVERS, get
 
@@ -88,10 +91,20 @@ def test_telling_a_header_from_a_request() -> None:
     assert starts_header(V2_SIGNATURE) is True
 
 
+def test_take_is_the_one_policy_of_every_server() -> None:
+    assert take(b"GET / HTTP/1.1\r\n", trusted=False) is NO_HEADER  # HTTP from the peer
+    assert take(b"PROX", trusted=True) is None and take(b"\r\n", trusted=False) is None
+    assert take(V1 + b"GET", trusted=True) == parse(V1)
+    with pytest.raises(ProxyHeaderError, match="not trusted"):
+        take(V1, trusted=False)
+    with pytest.raises(ProxyHeaderError):
+        take(b"PROXY TCP4 1.2.3.4 nope\r\n", trusted=True)
+
+
 # --- through the servers -------------------------------------------------------------------
 
 PROXYABLE = sorted(name for name, spec in SERVERS.items() if spec.kind == "toy"
-                   and spec.variant_of is None and spec.interface == "asgi")
+                   and (spec.variant_of is None or name == "toy-wsgi-gthread"))
 REQUEST = b"GET / HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n"
 
 
@@ -121,14 +134,17 @@ def seen(response: bytes) -> dict[str, Any]:
 
 
 def serve(name: str, *flags: str) -> Any:
-    return running_server(name, lambda port: [*get(name).command(
-        "tests.support.proxy_app:app", HOST, port), "--proxy-protocol", *flags])
+    app = "tests.support.proxy_app:" + ("wsgi_app" if get(name).interface == "wsgi" else "app")
+    return running_server(name, lambda port: [*get(name).command(app, HOST, port),
+                                              "--proxy-protocol", *flags])
 
 
 @pytest.mark.parametrize("name", PROXYABLE)
 def test_a_trusted_proxys_header_names_the_client(name: str) -> None:
     with serve(name) as server:
-        assert seen(exchange(server.port, V1 + REQUEST))["client"] == ["203.0.113.9", 56324]
+        proxied = seen(exchange(server.port, V1 + REQUEST))
+        assert proxied["client"] == ["203.0.113.9", 56324]
+        assert proxied["server"] == ["192.0.2.1", 443]  # the address the client reached
         # v2 sent in two pieces: the header split inside its addresses
         header = v2()
         with socket.create_connection((HOST, server.port), timeout=10) as sock:
@@ -150,10 +166,12 @@ def test_an_untrusted_peer_cannot_say_who_it_is(name: str) -> None:
         assert seen(exchange(server.port, REQUEST))["client"][0] == HOST
 
 
-def test_toy_wsgi_and_tls_say_what_is_not_supported(tmp_path: Any) -> None:
+def test_tls_says_it_is_not_supported(tmp_path: Any) -> None:
     import subprocess
     import sys
-    run = subprocess.run([sys.executable, "-m", "toyservers", "apps.wsgi_user:app", "--server",
-                          "toy-wsgi", "--proxy-protocol"], capture_output=True, text=True,
-                         timeout=30)
-    assert run.returncode == 2 and "does not read PROXY headers yet" in run.stderr
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    key.write_text(""), cert.write_text("")
+    run = subprocess.run([sys.executable, "-m", "toyservers", "apps.asgi_user:app",
+                          "--proxy-protocol", "--ssl-keyfile", str(key), "--ssl-certfile",
+                          str(cert)], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2 and "comes before the TLS handshake" in run.stderr

@@ -350,18 +350,20 @@ def test_http_scope() -> None:
     assert scope["root_path"] == "/api" and scope["query_string"] == b"q=1"
     assert scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
     assert scope["state"] == {"db": "x"} and scope["state"] is not conn.state.lifespan_state
-    # HTTP/1.1: early hints always, trailers only when TE lists them (asgi_extensions.offered);
-    # HTTP/1.0: neither (no 1xx to it, no chunked coding)
-    assert scope["extensions"] == {"http.response.early_hint": {}}
+    # pathsend and zerocopysend on every connection; HTTP/1.1: early hints always, trailers
+    # only when TE lists them (asgi_extensions.offered); HTTP/1.0: neither (no 1xx to it, no
+    # chunked coding)
+    files = {"http.response.pathsend": {}, "http.response.zerocopysend": {}}
+    assert scope["extensions"] == {**files, "http.response.early_hint": {}}
     assert http_scope(conn, "GET", "1.1", b"/", b"", [], True)["extensions"] == {
-        "http.response.early_hint": {}, "http.response.trailers": {}}
-    assert http_scope(conn, "GET", "1.0", b"/", b"", [], True)["extensions"] == {}
+        **files, "http.response.early_hint": {}, "http.response.trailers": {}}
+    assert http_scope(conn, "GET", "1.0", b"/", b"", [], True)["extensions"] == files
     conn.tls = {"tls_version": 0x0304}
-    conn.scope_template = scope_template(conn)  # made once the connection's tls is known
+    conn.scope_template = scope_template(conn)  # the tls extension is the connection's
     assert http_scope(conn, "GET", "1.1", b"/", b"", [])["extensions"] == {
-        "tls": {"tls_version": 0x0304}, "http.response.early_hint": {}}
+        **files, "tls": {"tls_version": 0x0304}, "http.response.early_hint": {}}
     assert http_scope(conn, "GET", "1.0", b"/", b"", [])["extensions"] == {
-        "tls": {"tls_version": 0x0304}}
+        **files, "tls": {"tls_version": 0x0304}}
 
 
 def test_access_log_writes_the_raw_target(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,12 +1,14 @@
-"""WebSocket on toy-raw end to end, over loopback: a real client, raw bytes, real processes.
+"""WebSocket end to end on every toy server that takes it (``SERVERS``), over loopback: a
+real client, raw bytes, real processes.
 
-- the ``websockets`` client library against toy-raw in a thread, on both engines: echo,
-  permessage-deflate, a subprotocol, a 1 MiB message, the close handshake both ways;
+- the ``websockets`` client library against each server in a thread (toy-raw and toy-anyio on
+  both engines, the others on the one ``--ws auto`` gives them): echo, permessage-deflate, a
+  subprotocol, a 1 MiB message, the close handshake both ways, wss:// over TLS;
 - hostile input as raw bytes (RFC 6455 §7.4.1's codes: 1002, 1007, 1008 for a ping flood,
-  1009), each case repeated on a server process whose RSS must stay flat;
+  1009), on each server, each case repeated on a server process whose RSS must stay flat;
 - the flags (``--ws``, ``--ws-max-size``, ``--ws-per-message-deflate``) through ``toyserve``;
-- graceful shutdown: SIGTERM closes open WebSockets with 1001; under ``--workers``, a SIGHUP
-  reload closes the old workers' with 1012;
+- graceful shutdown: SIGTERM closes open WebSockets with 1001 on each server; under
+  ``--workers``, a SIGHUP reload closes toy-raw's old workers' with 1012;
 - toy-wsgi refuses a handshake with 501.
 """
 
@@ -30,6 +32,7 @@ from websockets.sync.client import ClientConnection, connect
 from tests.support import ws_echo_app
 from tests.support.running import HOST, PeakRSS, RunningServer, running_server, serving
 from tests.test_websocket import EMPTY_FLOOD, KEY, client_frame
+from toyservers.registry import SERVERS as REGISTRY
 from toyservers.websocket import BINARY, CLOSE, CONTINUATION, PING, TEXT
 from toyservers.websocket_protocol import MAX_PINGS
 
@@ -39,11 +42,27 @@ REQUEST = (b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Up
            b"Sec-WebSocket-Key: " + KEY + b"\r\nSec-WebSocket-Version: 13\r\n")
 
 
-@pytest.fixture(params=["toyservers", "wsproto"])
+#: the toy servers with WebSocket: toy-h2's is toy-httptools' HTTP/1.1 protocol, handed on
+SERVERS = ["toy-raw", "toy-h11", "toy-httptools", "toy-h2", "toy-anyio", "toy-anyio-trio"]
+#: (server, --ws): toy-raw and toy-anyio on both engines, the others on their own (wsproto for
+#: toy-h11 and toy-anyio-trio)
+SERVER_ENGINES = [("toy-raw", "toyservers"), ("toy-raw", "wsproto"), ("toy-anyio", "toyservers"),
+                  *((server, "auto") for server in SERVERS[1:])]
+#: one process per asyncio toy for the slower process tests (trio runs toy-anyio's code)
+PROCESS_SERVERS = SERVERS[:-1]
+
+
+@pytest.fixture(params=SERVER_ENGINES, ids="-".join)
 def port(request: pytest.FixtureRequest) -> Iterator[int]:
-    """toy-raw serving the echo app in a thread, with the engine of the param."""
-    with serving("toy-raw", ws_echo_app.app, ws=request.param) as bound:
+    """The server of the param serving the echo app in a thread, on its engine."""
+    server, engine = request.param
+    with serving(server, ws_echo_app.app, ws=engine) as bound:
         yield bound
+
+
+def test_the_servers_here_are_the_toys_with_websocket() -> None:
+    assert {name for name, spec in REGISTRY.items() if spec.kind == "toy"
+            and "websocket" in spec.protocols} == set(SERVERS)
 
 
 def client(port: int, path: str = "/ws", **options: object) -> ClientConnection:
@@ -55,7 +74,7 @@ def client(port: int, path: str = "/ws", **options: object) -> ClientConnection:
 # --- a real client -------------------------------------------------------------------------------
 
 
-def test_the_websockets_client_talks_to_toy_raw(port: int) -> None:
+def test_the_websockets_client_talks_to_the_server(port: int) -> None:
     with client(port, subprotocols=["chat", "other"], max_size=None) as ws:
         assert ws.subprotocol == "chat"
         assert ws.response.headers["Sec-WebSocket-Extensions"].startswith("permessage-deflate")
@@ -82,7 +101,8 @@ def test_the_close_handshake_both_ways(port: int) -> None:
     assert (ws.close_code, ws.close_reason) == (4001, "bye")
 
 
-def test_over_tls_the_scope_says_wss(tmp_path: Path) -> None:
+@pytest.mark.parametrize("server", PROCESS_SERVERS)
+def test_over_tls_the_scope_says_wss(tmp_path: Path, server: str) -> None:
     ca = trustme.CA()
     issued = ca.issue_cert(HOST)
     issued.private_key_pem.write_to_path(tmp_path / "key.pem")
@@ -95,7 +115,7 @@ def test_over_tls_the_scope_says_wss(tmp_path: Path) -> None:
 
     context = ssl.create_default_context()
     ca.configure_trust(context)
-    with serving("toy-raw", app, ssl_keyfile=str(tmp_path / "key.pem"),
+    with serving(server, app, ssl_keyfile=str(tmp_path / "key.pem"),
                  ssl_certfile=str(tmp_path / "cert.pem")) as bound, \
             client(bound, ssl=context) as ws:
         ws.send("secret")
@@ -180,9 +200,10 @@ def test_a_bad_handshake_is_refused(port: int, extra: bytes, status: bytes) -> N
         assert sock.recv(65536).startswith(b"HTTP/1.1 " + status)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with running_server("toy-raw", toyserve("--ws-max-size", str(1 << 20))) as running:  # type: ignore[arg-type]
+@pytest.fixture(scope="module", params=PROCESS_SERVERS)
+def server(request: pytest.FixtureRequest) -> Iterator[RunningServer]:
+    with running_server(request.param, toyserve("--ws-max-size", str(1 << 20),  # type: ignore[arg-type]
+                                                server=request.param)) as running:
         yield running
 
 
@@ -209,18 +230,21 @@ def test_rss_stays_flat_under_hostile_input(server: RunningServer, case: str) ->
 # --- the flags, shutdown and reload --------------------------------------------------------------
 
 
-def toyserve(*flags: str, workers: int = 1) -> object:
-    """A ``toyserve`` command line for running_server: toy-raw serving the echo app."""
+def toyserve(*flags: str, workers: int = 1, server: str = "toy-raw") -> object:
+    """A ``toyserve`` command line for running_server: ``server`` serving the echo app."""
     def argv(port: int) -> list[str]:
-        return [sys.executable, "-m", "toyservers", APP, "--server", "toy-raw", "--port",
+        return [sys.executable, "-m", "toyservers", APP, "--server", server, "--port",
                 str(port), "--log-level", "warning", "--timeout-graceful-shutdown", "5",
-                "--workers", str(workers), *flags]
+                *(("--workers", str(workers)) if workers > 1 else ()), *flags]
     return argv
 
 
-def test_the_ws_flags_reach_the_server() -> None:
-    with running_server("toy-raw", toyserve("--ws", "wsproto", "--ws-max-size", "100",  # type: ignore[arg-type]
-                                            "--ws-per-message-deflate", "false")) as running:
+@pytest.mark.parametrize(("name", "engine"), [("toy-raw", "wsproto"),
+                                             ("toy-anyio", "toyservers")])
+def test_the_ws_flags_reach_the_server(name: str, engine: str) -> None:
+    with running_server(name, toyserve("--ws", engine, "--ws-max-size", "100",  # type: ignore[arg-type]
+                                       "--ws-per-message-deflate", "false", server=name)
+                        ) as running:
         with client(running.port) as ws:
             assert "Sec-WebSocket-Extensions" not in ws.response.headers
             ws.send("x" * 100)
@@ -229,7 +253,7 @@ def test_the_ws_flags_reach_the_server() -> None:
             with pytest.raises(ConnectionClosed):
                 ws.recv(timeout=TIMEOUT)
         assert ws.close_code == 1009
-    with running_server("toy-raw", toyserve("--ws", "none")) as running:  # type: ignore[arg-type]
+    with running_server(name, toyserve("--ws", "none", server=name)) as running:  # type: ignore[arg-type]
         with socket.create_connection((HOST, running.port), timeout=TIMEOUT) as sock:
             sock.sendall(REQUEST + b"\r\n")
             assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK")
@@ -242,8 +266,9 @@ def wait_closed(ws: ClientConnection) -> int | None:
     return ws.close_code
 
 
-def test_sigterm_closes_open_websockets_with_1001() -> None:
-    with running_server("toy-raw", toyserve()) as running:  # type: ignore[arg-type]
+@pytest.mark.parametrize("server", SERVERS)
+def test_sigterm_closes_open_websockets_with_1001(server: str) -> None:
+    with running_server(server, toyserve(server=server)) as running:  # type: ignore[arg-type]
         with client(running.port) as ws:
             ws.send("hi")
             assert ws.recv(timeout=TIMEOUT) == "hi"
@@ -253,8 +278,9 @@ def test_sigterm_closes_open_websockets_with_1001() -> None:
         running.process.proc.wait(TIMEOUT)
 
 
-def test_a_reload_under_workers_closes_the_old_workers_websockets_with_1012() -> None:
-    with running_server("toy-raw", toyserve(workers=2)) as running:  # type: ignore[arg-type]
+@pytest.mark.parametrize("name", ["toy-raw", "toy-anyio"])  # (trio runs no workers)
+def test_a_reload_under_workers_closes_the_old_workers_websockets_with_1012(name: str) -> None:
+    with running_server(name, toyserve(workers=2, server=name)) as running:  # type: ignore[arg-type]
         with client(running.port) as ws:
             assert running.process.proc is not None
             running.process.proc.send_signal(signal.SIGHUP)

@@ -1,12 +1,14 @@
 """The ASGI ``websocket`` glue (asgi_websocket.py) and the connection under it
-(websocket_protocol.py), on toy-raw, at protocol level: a mock transport, a fake clock.
+(websocket_protocol.py), at protocol level: a mock transport, a fake clock.
 
-Every test runs over both engines (``--ws toyservers``: the project's RFC 6455 module;
-``--ws wsproto``), so the glue is tested once for each. What is checked is what the ASGI
-WebSocket spec 2.4 and RFC 6455 say, seen on the wire and by the app: the scope, the events,
-the app's mistakes (403, 500, 1011, ``OSError`` after a disconnect), the denial response, the
-close handshake both ways, keepalive pings, backpressure both ways, bad input's close codes,
-shutdown's 1001 or 1012, and ``--ws none``. End to end over sockets: test_websocket_e2e.py.
+Every test runs on every asyncio toy server that takes WebSocket (``SERVERS``: its HTTP/1.1
+protocol class hands the connection over) and over both engines (``--ws toyservers``: the
+project's RFC 6455 module; ``--ws wsproto``), so the glue and each way in are tested. What
+is checked is what the ASGI WebSocket spec 2.4 and RFC 6455 say, seen on the wire and by the
+app: the scope, the events, the app's mistakes (403, 500, 1011, ``OSError`` after a
+disconnect), the denial response, the close handshake both ways, keepalive pings,
+backpressure both ways, bad input's close codes, shutdown's 1001 or 1012, ``--ws none``, and
+open WebSockets counted by ``--limit-concurrency``. End to end over sockets: test_websocket_e2e.py.
 """
 
 from __future__ import annotations
@@ -23,12 +25,19 @@ from tests.test_websocket import KEY, client_frame
 from toyservers import websocket
 from toyservers.asgi import ClientDisconnected
 from toyservers.config import Config
+from toyservers.h2_server import HTTP1ToH2Protocol
+from toyservers.h11_server import H11Protocol
+from toyservers.httptools_server import HttpToolsProtocol
 from toyservers.raw_asyncio import RawHTTPProtocol
+from toyservers.registry import SERVERS as REGISTRY
 from toyservers.state import ServerState
 from toyservers.websocket import BINARY, CLOSE, PING, PONG, TEXT
 from toyservers.websocket_protocol import CLOSE_TIMEOUT, MAX_PINGS, WSProtocol
 
 App = Callable[..., Any]
+#: registry name -> the protocol class a connection starts on (each hands WebSocket over)
+SERVERS: dict[str, type[Any]] = {"toy-raw": RawHTTPProtocol, "toy-h11": H11Protocol,
+                                 "toy-httptools": HttpToolsProtocol, "toy-h2": HTTP1ToH2Protocol}
 ACCEPT = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 HANDSHAKE = (b"GET /chat%20room?x=1 HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\n"
              b"Connection: Upgrade\r\nSec-WebSocket-Key: " + KEY + b"\r\n"
@@ -48,14 +57,16 @@ class Transport(RecordingTransport):
 
 
 class Client:
-    """One connection to toy-raw: bytes in, what the server wrote out, a fake clock."""
+    """One connection to a server whose protocol class is ``server``: bytes in, what the
+    server wrote out, a fake clock. ``state``: another connection's, to share its server."""
 
-    def __init__(self, loop: FakeClockLoop, app: App, **config: Any) -> None:
+    def __init__(self, loop: FakeClockLoop, app: App, server: type[Any] = RawHTTPProtocol,
+                 state: ServerState | None = None, **config: Any) -> None:
         config.setdefault("access_log", False)
-        self.loop, self.app = loop, app
-        self.state = ServerState(app, Config(**config), {"started": True})
+        self.loop, self.app, self.server = loop, app, server
+        self.state = state or ServerState(app, Config(**config), {"started": True})
         self.transport = Transport()
-        self.transport.protocol = self.call(lambda: RawHTTPProtocol(self.state))
+        self.transport.protocol = self.call(lambda: server(self.state))
         self.call(lambda: self.transport.protocol.connection_made(self.transport))
 
     def call(self, fn: Callable[[], Any]) -> Any:
@@ -115,14 +126,21 @@ def fake_loop() -> Iterator[FakeClockLoop]:
     yield from fake_loop_fixture()
 
 
-@pytest.fixture(params=["toyservers", "wsproto"])
+@pytest.fixture(params=[(server, engine) for server in SERVERS
+                        for engine in ("toyservers", "wsproto")], ids="-".join)
 def connect(request: pytest.FixtureRequest, fake_loop: FakeClockLoop) -> Callable[..., Client]:
-    """``connect(app, **config)``: a connection to toy-raw, with the engine of the param."""
+    """``connect(app, **config)``: a connection to the server of the param, on its engine."""
+    server, engine = request.param
+
     def make(app: App, **config: Any) -> Client:
-        config.setdefault("ws", request.param)
+        config.setdefault("ws", engine)
         config.setdefault("ws_per_message_deflate", False)
-        return Client(fake_loop, app, **config)
+        return Client(fake_loop, app, SERVERS[server], **config)
     return make
+
+
+def test_the_servers_here_are_the_toys_with_websocket() -> None:
+    assert all("websocket" in REGISTRY[name].protocols for name in SERVERS)
 
 
 def close_payload(code: int, reason: str = "") -> bytes:
@@ -518,11 +536,7 @@ def test_open_websockets_count_against_limit_concurrency(connect: Callable[..., 
     first = connect(Recorder(), limit_concurrency=1)
     first.handshake()
     assert len(first.state.connections) == 1 and len(first.state.tasks) == 1
-    second = Client(first.loop, first.app, limit_concurrency=1, ws=first.state.config.ws)
-    second.state = first.state
-    second.transport = Transport()
-    second.transport.protocol = second.call(lambda: RawHTTPProtocol(first.state))
-    second.call(lambda: second.transport.protocol.connection_made(second.transport))
+    second = Client(first.loop, first.app, first.server, first.state)
     assert second.exchange(HANDSHAKE).startswith(b"HTTP/1.1 503 ")
 
 

@@ -46,7 +46,6 @@ from toyservers.listeners import (
     release,
     where,
 )
-from toyservers.proxy import Trusted, trusted_peers
 from toyservers.state import ServerState
 from toyservers.tls import load_tls, ssl_context
 
@@ -110,11 +109,9 @@ async def serve_protocol(
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, on_signal)
 
-    trusted = trusted_peers(config.forwarded_allow_ips)
-
     def factory() -> asyncio.Protocol:
         if config.proxy_protocol:
-            return ProxyProtocolReader(state, protocol_factory, trusted)
+            return ProxyProtocolReader(state, protocol_factory)
         return protocol_factory(state)
 
     own = sock is None  # a socket we bind is ours to release (a UNIX socket's file)
@@ -162,14 +159,14 @@ async def serve_protocol(
 
 class ProxyProtocolReader(asyncio.Protocol):
     """A connection's first protocol under ``--proxy-protocol``: it reads the PROXY header
-    (``toyservers.proxy_protocol``: believed from a ``trusted`` peer only, a malformed one
-    closes the connection, none at all is HTTP from the peer itself), then hands the
-    connection and the bytes after the header to the server's protocol, whose ``client``
-    and ``server`` become the header's source and destination. A header that is not complete
-    within ``timeout_headers`` seconds closes the connection."""
+    (``toyservers.proxy_protocol.take``: believed from a peer in ``state.trusted`` only, a
+    malformed one closes the connection, none at all is HTTP from the peer itself), then
+    hands the connection and the bytes after the header to the server's protocol, whose
+    ``client`` and ``server`` become the header's source and destination. A header that is
+    not complete within ``timeout_headers`` seconds closes the connection."""
 
-    def __init__(self, state: ServerState, make: ProtocolFactory, trusted: Trusted) -> None:
-        self.state, self.make, self.trusted = state, make, trusted
+    def __init__(self, state: ServerState, make: ProtocolFactory) -> None:
+        self.state, self.make = state, make
         self.buffer = b""
         self.transport: Any = None
         self.timer: asyncio.TimerHandle | None = None
@@ -182,36 +179,29 @@ class ProxyProtocolReader(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
         self.buffer += data
-        starts = proxy_protocol.starts_header(self.buffer)
-        if starts is None:
+        peer = address(self.transport.get_extra_info("peername"))
+        try:
+            header = proxy_protocol.take(self.buffer, peer is not None and
+                                         peer[0] in self.state.trusted)
+        except proxy_protocol.ProxyHeaderError as exc:
+            logger.debug("closing %s: %s", peer, exc)
+            self.transport.close()
             return
-        header = None
-        if starts:
-            peer = address(self.transport.get_extra_info("peername"))
-            try:
-                if peer is None or peer[0] not in self.trusted:
-                    raise proxy_protocol.ProxyHeaderError(f"a PROXY header from {peer}")
-                header = proxy_protocol.parse(self.buffer)
-            except proxy_protocol.ProxyHeaderError as exc:
-                logger.debug("closing: %s", exc)
-                self.transport.close()
-                return
-            if header is None:
-                return
-        self.hand_over(header)
+        if header is not None:
+            self.hand_over(header)
 
-    def hand_over(self, header: proxy_protocol.ProxyHeader | None) -> None:
+    def hand_over(self, header: proxy_protocol.ProxyHeader) -> None:
         """Give the connection to the server's protocol, as if it had been accepted now."""
         assert self.transport is not None
         if self.timer is not None:
             self.timer.cancel()
         protocol = self.make(self.state)
         protocol.connection_made(self.transport)
-        if header is not None and header.source is not None:  # as if it had connected
+        if header.source is not None:  # as if it had connected from there
             protocol.client, protocol.server = header.source, header.destination  # type: ignore
             protocol.scope_template = scope_template(protocol)  # type: ignore
         self.transport.set_protocol(protocol)
-        rest = self.buffer[header.length if header is not None else 0:]
+        rest = self.buffer[header.length:]
         if rest:
             protocol.data_received(rest)
 

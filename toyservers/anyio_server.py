@@ -14,20 +14,25 @@ returns once the bytes are written: the write backpressure. Graceful shutdown ca
 listener's scope, asks each connection to finish, and gives the connections' task group
 ``timeout_graceful_shutdown`` seconds before its scope cancels what is left. The same code runs
 on trio (``toy-anyio-trio``, ``toyservers/anyio_trio.py``). What h11 lets through is checked by
-``toyservers.h11_checks``, shared with toy-h11.
+``toyservers.h11_checks``, shared with toy-h11. A request asking ``Upgrade: websocket`` ends
+the reading of HTTP (``websocket_anyio.upgrade``, on wsproto for ``--ws auto``), and the
+connection's task runs the WebSocket instead: ``websocket_anyio.AnyioWSProtocol``.
 
-Deliberately left out: what toy-h11 leaves out (WebSocket and other upgrades, CONNECT,
-HTTP/1.0 keep-alive, request trailers beyond checking them, zero-copy files,
-``http.response.debug``); ``--workers`` on trio (the supervisor's workers run asyncio). Early
-hints and response trailers are toy-h11's, through the shared cycle.
+Deliberately left out: what toy-h11 leaves out (upgrades other than WebSocket, CONNECT,
+HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.debug``);
+``sendfile(2)``: anyio's streams have none, so a file body (pathsend, zerocopysend) is read in
+64 KiB pieces; ``--workers`` on trio (the supervisor's workers run asyncio). Early hints and
+response trailers are toy-h11's, through the shared cycle.
 
 Spec: RFC 9112 §2-§3, §5-§7, §9 (persistence, pipelining); RFC 9110 §10.1.1 (Expect), §15.
 ASGI 3.0 HTTP scope and messages (https://asgi.readthedocs.io/en/latest/specs/www.html), the
-TLS extension; lifespan via ``toyservers.lifespan``. anyio's cancel scopes and task groups
+TLS, HTTP Trailers, Early Hints (RFC 8297), Path Send and Zero Copy Send extensions; lifespan
+via ``toyservers.lifespan``. anyio's cancel scopes and task groups
 (https://anyio.readthedocs.io/en/stable/cancellation.html).
 
 Compare with: h11's examples/trio-server.py (a task per connection, straight-line reads),
-hypercorn/protocol/h11.py with hypercorn/trio/tcp_server.py, and toyservers/h11_server.py.
+hypercorn/protocol/h11.py with hypercorn/trio/tcp_server.py, and toyservers/h11_server.py;
+for WebSocket, hypercorn/protocol/ws_stream.py (wsproto under the same asyncio/trio split).
 """
 
 from __future__ import annotations
@@ -45,7 +50,15 @@ import h11
 import sniffio
 from anyio.abc import ByteStream, TaskGroup
 
-from toyservers import _server, anyio_serving, h11_checks, listeners, tls
+from toyservers import (
+    _server,
+    anyio_serving,
+    file_response,
+    h11_checks,
+    listeners,
+    tls,
+    websocket_anyio,
+)
 from toyservers._types import ASGIApp, Message, Scope
 from toyservers.anyio_serving import GONE, StreamProtocol
 from toyservers.asgi import ClientDisconnected, scope_template
@@ -53,7 +66,6 @@ from toyservers.config import Config
 from toyservers.h11_checks import H11Framer, H11Steps
 from toyservers.http1_cycle import RequestResponseCycle as HTTP1Cycle
 from toyservers.lifespan import Lifespan, LifespanFailure
-from toyservers.proxy import trusted_peers
 from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -174,13 +186,18 @@ class AnyioProtocol(H11Steps, StreamProtocol):
         return True
 
     def on_request(self, event: h11.Request) -> bool:
-        """Check the request and start its cycle in the task group; False when refused."""
+        """Start the request's cycle in the task group; False when refused or a WebSocket."""
         self.clear_deadline()
         self.body_size = 0
         scope = h11_checks.request_scope(self, event)
         if isinstance(scope, int):
             self.error = scope
             return False
+        for name, _ in scope["headers"]:  # (a loop: 1k instructions less than any())
+            if name == b"upgrade" and (switched := websocket_anyio.upgrade(
+                    self, scope, self.conn.trailing_data[0], "wsproto")) is not None:
+                self.switched = switched  # a WebSocket: run() runs it once reading ends
+                return False
         expect_100 = self.conn.they_are_waiting_for_100_continue
         framer = H11Framer(self.conn, scope["method"] == "HEAD")
         self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100)
@@ -211,8 +228,8 @@ class AnyioProtocol(H11Steps, StreamProtocol):
         than on the semaphore (630k -> 610k). The task returns, and the next request gets a
         new one, when its app set a context variable (a request must not see another's:
         ``copy_context()`` compares equal until then), when another app task already waits
-        (this app went on after its response), or when reading is over (``finish`` wakes a
-        waiting one with no request)."""
+        (this app went on after its response), or when reading is over (``stop_reading``
+        wakes a waiting one with no request)."""
         context, tasks = contextvars.copy_context(), self.state.tasks
         while cycle is not None:
             tasks.add(cycle)  # a running app, for limit_concurrency
@@ -226,12 +243,11 @@ class AnyioProtocol(H11Steps, StreamProtocol):
             await self.next_request.acquire()
             cycle, self.handed = self.handed, None
 
-    async def finish(self, status: int) -> None:
+    def stop_reading(self) -> None:
         self.ended = True
         if self.app_waits:  # wake it with no request: it returns
             self.app_waits = False
             self.next_request.release()
-        await super().finish(status)
     # --8<-- [end:run_app]
 
     # Between requests
@@ -302,7 +318,13 @@ class RequestResponseCycle(HTTP1Cycle):
     async def send(self, message: Message) -> None:
         """The shared ``send``, into the protocol's outbox; then its bytes are written, awaited
         (the backpressure), and only then what follows the response. Raises what the shared
-        ``send`` raises, and ClientDisconnected when the write finds the client gone."""
+        ``send`` raises, and ClientDisconnected when the write finds the client gone. A file
+        body (pathsend, zerocopysend) goes by the read loop: anyio's streams have no
+        sendfile, and each piece then passes here as a body message."""
+        if message["type"] in file_response.KINDS and self.response_started and not (
+                self.response_complete):
+            return await file_response.send_file(self.send, message, self.framer.no_body,
+                                                 self.framer)
         await super().send(message)
         data = self.protocol.outbox.take()
         if data:
@@ -376,12 +398,10 @@ async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str
     if stop_accepting is not None:
         services.start_soon(anyio_serving.close_when_set, stop_accepting, listener)
 
-    trusted = trusted_peers(state.config.forwarded_allow_ips)
-
     async def handle(stream: ByteStream) -> None:
         header = None
         if state.config.proxy_protocol:  # --proxy-protocol: a PROXY header first
-            read = await anyio_serving.proxy_header(stream, trusted,
+            read = await anyio_serving.proxy_header(stream, state.trusted,
                                                     state.config.timeout_headers)
             if read is None:
                 await stream.aclose()

@@ -24,7 +24,7 @@ import signal
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -138,7 +138,7 @@ class StreamProtocol:
     __slots__ = ("state", "config", "app", "stream", "cycle", "access_log", "client", "server",
                  "scheme", "tls", "reading", "kind", "when", "armed", "closed", "error",
                  "resumed", "task_group", "writing", "outbox", "transport", "flow",
-                 "scope_template")
+                 "scope_template", "switched")
 
     def __init__(self, state: ServerState, stream: ByteStream) -> None:
         self.state, self.config, self.app = state, state.config, state.app
@@ -162,6 +162,8 @@ class StreamProtocol:
         self.resumed: anyio.Event | None = None  # set to let a paused reading go on
         self.task_group: TaskGroup | None = None
         self.writing = anyio.Lock()  # one write at a time: a 100 Continue, a response, an error
+        # What the connection runs instead of HTTP once a request switched it (a WebSocket)
+        self.switched: Callable[[], Awaitable[None]] | None = None
 
     # Deadlines: the reading's cancel scope, whose deadline is the running one's or earlier
 
@@ -186,16 +188,21 @@ class StreamProtocol:
     # --8<-- [start:run]
     async def run(self) -> None:
         """The connection's task: read requests until the connection ends, answer the error
-        that ended it (if any), close; leaving the task group waits for the app."""
+        that ended it (if any), close; leaving the task group waits for the app. A request
+        that switched protocols (``switched``: a WebSocket) runs that protocol here instead."""
         self.state.connections.add(self)
         read_on_demand(self.stream)
         try:
             async with anyio.create_task_group() as self.task_group:
                 self.set_deadline("idle", self.config.timeout_keep_alive)
                 kind = await self.read()
-                # RFC 9112 §9.5: an idle connection closes silently; a head or body that came
-                # too slowly gets 408 (RFC 9110 §15.5.9), then the connection closes.
-                await self.finish(self.error or (408 if kind in ("head", "body") else 0))
+                self.stop_reading()
+                if self.switched is not None:  # handle_upgrade: another protocol now
+                    await self.switched()
+                else:
+                    # RFC 9112 §9.5: an idle connection closes silently; a head or body that
+                    # came too slowly gets 408 (RFC 9110 §15.5.9), then the connection closes.
+                    await self.finish(self.error or (408 if kind in ("head", "body") else 0))
         finally:
             self.state.connections.discard(self)
             with anyio.CancelScope(shield=True):
@@ -260,6 +267,9 @@ class StreamProtocol:
             self.close()
         else:
             cycle.framer.keep_alive = False
+
+    def stop_reading(self) -> None:
+        """Reading is over (a subclass whose app task waits for a next request ends it)."""
 
     async def read_requests(self) -> None:
         """Read and start requests until the connection must end (``run`` answers
@@ -364,23 +374,18 @@ class Prefixed(ByteStream):
 
 
 async def proxy_header(stream: ByteStream, trusted: Trusted, timeout: float
-                       ) -> tuple[ByteStream, ProxyHeader | None] | None:
-    """Read the PROXY header a connection starts with (``toyservers.proxy_protocol``; the
-    rules of ``toyservers._server.ProxyProtocolReader``): the stream to serve and the header
-    (None: the connection is HTTP from the peer itself); None when the connection must
-    close (a header from an untrusted peer, a malformed one, or none within ``timeout``
-    seconds)."""
+                       ) -> tuple[ByteStream, ProxyHeader] | None:
+    """Read the PROXY header a connection starts with (``toyservers.proxy_protocol.take``,
+    believed from a peer in ``trusted`` only): the stream to serve, and the header
+    (``proxy_protocol.NO_HEADER``: the connection is HTTP from the peer itself); None when
+    the connection must close (a header from an untrusted peer, a malformed one, or none
+    within ``timeout`` seconds)."""
+    peer = address(stream.extra(SocketAttribute.remote_address, None))
     data = b""
     with anyio.move_on_after(timeout):
         try:
-            while (starts := proxy_protocol.starts_header(data)) is None:
-                data += await stream.receive()
-            if not starts:
-                return Prefixed(stream, data), None
-            peer = address(stream.extra(SocketAttribute.remote_address, None))
-            if peer is None or peer[0] not in trusted:
-                return None
-            while (header := proxy_protocol.parse(data)) is None:
+            while (header := proxy_protocol.take(data, peer is not None and
+                                                 peer[0] in trusted)) is None:
                 data += await stream.receive()
             return Prefixed(stream, data[header.length:]), header
         except (proxy_protocol.ProxyHeaderError, *GONE):

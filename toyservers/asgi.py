@@ -90,11 +90,11 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
 
     ``raw_path`` is the path as received (ASCII bytes, still percent-encoded); the scope's
     ``path`` is it percent-decoded as UTF-8, both prefixed with ``config.root_path``. ``conn``
-    gives ``client``, ``server``, ``scheme`` (in its ``scope_template``), the ``tls``
-    extension and the server's state, whose lifespan ``state`` is copied, so one request
-    cannot change what the next one sees (ASGI lifespan spec). ``trailers``: the request's TE
-    lists ``trailers`` (``asgi_extensions.accepts_trailers``), so the trailers extension is
-    offered on HTTP/1.1 (``asgi_extensions.offered``).
+    gives ``client``, ``server``, ``scheme`` and ``extensions`` (in its ``scope_template``)
+    and the server's state, whose lifespan ``state`` is copied, so one request cannot change
+    what the next one sees (ASGI lifespan spec). ``trailers``: the request's TE lists
+    ``trailers`` (``asgi_extensions.accepts_trailers``), so the trailers extension is offered
+    on HTTP/1.1; another version gets its own (``asgi_extensions.offered``).
     """
     state = conn.state
     root_path = state.config.root_path

@@ -5,18 +5,22 @@ there may send the messages it adds. What every toy server decides the same way 
 sans I/O (the framers write the bytes: ``http1.ResponseFramer`` by hand, ``h11_checks.
 H11Framer`` through h11, ``h2_stream`` through h2):
 
-- ``offered``: which extensions a request's scope names: ``tls`` over TLS; on HTTP/1.1 and
-  HTTP/2 ``http.response.early_hint``; ``http.response.trailers`` on HTTP/2, and on HTTP/1.1
-  when the request's ``TE`` lists ``trailers`` (``accepts_trailers``);
+- ``offered``: which extensions a request's scope names: ``tls`` over TLS; pathsend and
+  zerocopysend always (``toyservers.file_response`` sends them); on HTTP/1.1 and HTTP/2
+  ``http.response.early_hint``; ``http.response.trailers`` on HTTP/2, and on HTTP/1.1 when
+  the request's ``TE`` lists ``trailers`` (``accepts_trailers``);
 - ``check_trailers``: the fields of ``http.response.trailers``, checked as header fields are,
   without those a trailer section may not carry (``NOT_TRAILERS``);
 - ``check_links`` and ``early_hints``: ``http.response.early_hint``'s links and the 103
-  (Early Hints) interim response that carries them on HTTP/1.1.
+  (Early Hints) interim response that carries them on HTTP/1.1. asgiref's text says "after
+  the Response Start message", but a 103 must come before the final response (RFC 8297 §2):
+  hypercorn and uvicorn take early hints before ``http.response.start`` only, and so do we.
 
 ``http.response.debug`` is not offered: the extension "is not meant to be used in production
 ... and ASGI servers should not implement it" (asgiref, docs/extensions.rst).
 
-Spec: asgiref docs/extensions.rst ("HTTP Trailers", "Early Hints"); RFC 9110 §6.5 (trailer
+Spec: asgiref docs/extensions.rst ("HTTP Trailers", "Early Hints", "Path Send", "Zero Copy
+Send"); RFC 9110 §6.5 (trailer
 fields), §10.1.4 (TE), §15.2 (1xx, never to HTTP/1.0); RFC 9112 §7.1.2 (the chunked
 trailer section); RFC 7230 §4.1.2 (the fields a trailer must not carry, by name); RFC 8297
 (103 Early Hints); RFC 8288 (Link).
@@ -35,6 +39,7 @@ from toyservers import http1
 from toyservers._types import Headers
 
 EARLY_HINT, TRAILERS = "http.response.early_hint", "http.response.trailers"
+PATHSEND, ZEROCOPYSEND = "http.response.pathsend", "http.response.zerocopysend"
 
 # RFC 9110 §6.5.1: "Many fields cannot be processed outside the header section because their
 # evaluation is necessary prior to receiving the content, such as those that describe message
@@ -68,13 +73,16 @@ def te_lists_trailers(headers: Headers) -> bool:
 
 
 def offered(tls: dict[str, Any] | None, http_version: str, trailers: bool) -> dict[str, Any]:
-    """A request's ``scope["extensions"]``: ``tls`` (the connection's, or None off TLS); on
-    HTTP/1.1 and HTTP/2 early hints (a 1xx: RFC 9110 §15.2, "A server MUST NOT send a 1xx
-    response to an HTTP/1.0 client"); trailers on HTTP/2, and on HTTP/1.1 when ``trailers``
-    (the request's TE lists them: asgiref, "The ASGI server will only send the trailing headers
-    in case the client has sent the TE: trailers header"). HTTP/1.0 has no chunked coding, so
-    no trailer section (RFC 9112 §7.1.2)."""
-    extensions: dict[str, Any] = {} if tls is None else {"tls": tls}
+    """A request's ``scope["extensions"]``: pathsend and zerocopysend on every version (where
+    no zero copy is possible the server reads the file: ``file_response``); ``tls`` (the
+    connection's, or None off TLS); on HTTP/1.1 and HTTP/2 early hints (a 1xx: RFC 9110
+    §15.2, "A server MUST NOT send a 1xx response to an HTTP/1.0 client"); trailers on HTTP/2,
+    and on HTTP/1.1 when ``trailers`` (the request's TE lists them: asgiref, "The ASGI server
+    will only send the trailing headers in case the client has sent the TE: trailers
+    header"). HTTP/1.0 has no chunked coding, so no trailer section (RFC 9112 §7.1.2)."""
+    extensions: dict[str, Any] = {PATHSEND: {}, ZEROCOPYSEND: {}}
+    if tls is not None:
+        extensions["tls"] = tls
     if http_version != "1.0":
         extensions[EARLY_HINT] = {}
         if trailers or http_version == "2":

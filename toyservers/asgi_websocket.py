@@ -25,7 +25,8 @@ Backpressure both ways: ``send()`` waits while the write buffer is over its high
 for the app (``reading_paused``; ``receive()`` resumes it).
 
 The connection under it (``WSConnection``: write, drain, the hooks) is
-``websocket_protocol.WSProtocol`` on asyncio.
+``websocket_protocol.WSProtocol`` on asyncio, ``websocket_anyio.AnyioWSProtocol`` on anyio,
+or one HTTP/2 stream of toy-h2 (``h2_websocket.WebSocketStream``, RFC 8441).
 
 Spec: ASGI 3.0, WebSocket connection scope and events, spec version 2.4, and the WebSocket
 Denial Response extension (https://asgi.readthedocs.io/en/latest/specs/www.html); RFC 6455
@@ -48,7 +49,6 @@ from toyservers.access_log import log_request
 from toyservers.asgi import ClientDisconnected
 
 if TYPE_CHECKING:
-    from toyservers.flow_control import FlowControl
     from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -67,17 +67,23 @@ def websocket_scope(scope: Scope, subprotocols: list[str]) -> Scope:
     ws_scope = dict(scope, type="websocket", subprotocols=subprotocols,
                     scheme="wss" if scope["scheme"] == "https" else "ws")
     del ws_scope["method"]
-    extensions: dict[str, Any] = {"websocket.http.response": {}}
-    if "tls" in scope.get("extensions", {}):
-        extensions["tls"] = scope["extensions"]["tls"]
-    ws_scope["extensions"] = extensions
+    extensions = scope.get("extensions", {})  # of those only tls applies to a WebSocket: the rest
+    # (pathsend, zerocopysend, early hints, trailers) are HTTP response messages
+    ws_scope["extensions"] = {"websocket.http.response": {}, **(
+        {"tls": extensions["tls"]} if "tls" in extensions else {})}
     return ws_scope
 
 
 def log_handshake(protocol: WSConnection, scope: Scope, status: int) -> None:
-    """The access line of the handshake request, with the status it got (101 when accepted)."""
+    """The access line of the handshake request, with the status it got (101 when accepted;
+    over HTTP/2 the request is an extended CONNECT, accepted with 200: RFC 8441 §5)."""
     if protocol.access_log:
-        log_request(protocol.client, "GET", scope["raw_path"], scope["query_string"], "1.1",
+        version = scope["http_version"]
+        if version == "2":
+            method, status = "CONNECT", 200 if status == 101 else status
+        else:
+            method = "GET"
+        log_request(protocol.client, method, scope["raw_path"], scope["query_string"], version,
                     status)
 
 
@@ -95,13 +101,24 @@ class Engine(Protocol):
     def send_close(self, code: int | None, reason: str = "") -> bytes: ...
 
 
+class WriteFlow(Protocol):
+    """The write side of ``flow_control.FlowControl`` (toy-anyio: ``websocket_anyio.Sender``)."""
+
+    @property
+    def write_paused(self) -> bool: ...
+    async def drain(self) -> None: ...
+
+
 class WSConnection(Protocol):
-    """What the cycle needs of the connection under it (``websocket_protocol.WSProtocol``)."""
+    """What the cycle needs of the connection under it (``websocket_protocol.WSProtocol``,
+    ``websocket_anyio.AnyioWSProtocol``, ``h2_websocket.WebSocketStream``)."""
 
     state: ServerState
     client: tuple[str, int] | None
-    flow: FlowControl
     access_log: bool
+
+    @property
+    def flow(self) -> WriteFlow: ...  # what send() waits on
 
     def write(self, data: bytes) -> None: ...
     def on_accept(self) -> None: ...
@@ -134,7 +151,7 @@ class WebSocketCycle:
         self.last: Message | None = None  # the websocket.disconnect the app was given
         self.reading_paused = False  # the connection stopped reading: the queue was full
         self.framer: http1.ResponseFramer | None = None  # the denial response's
-        self.task: asyncio.Task[None] | None = None
+        self.task: object = None  # the app's, in state.tasks while it runs (asyncio: its Task)
 
     # --- from the connection ---
 

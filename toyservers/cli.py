@@ -189,11 +189,10 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
     """Serve the ASGI or WSGI app APP ("module:attribute") with one of the toy servers."""
     if (ssl_keyfile is None) != (ssl_certfile is None):
         raise click.UsageError("--ssl-keyfile and --ssl-certfile go together")
-    if proxy_protocol and SERVERS[server].interface == "wsgi":
-        raise click.UsageError(f"--proxy-protocol: {server} does not read PROXY headers yet")
-    if proxy_protocol and ssl_certfile is not None:
+    if proxy_protocol and ssl_certfile is not None:  # the bytes after the header would be
+        # the ClientHello's, and asyncio's start_tls() cannot be handed bytes already read
         raise click.UsageError("--proxy-protocol and TLS: the PROXY header comes before the TLS "
-                               "handshake, which these servers start at once; not supported")
+                               "handshake, which these servers start on accept; not supported")
     if interface == "wsgi" and ctx.get_parameter_source("server") is not \
             click.core.ParameterSource.COMMANDLINE:
         server = "toy-wsgi"

@@ -13,22 +13,32 @@ Where h11 decides otherwise than our contract (obs-fold, bare LF, repeated Conte
 for any Transfer-Encoding but ``chunked``, chunk extensions), toy-h11 goes with h11: see
 ``tests/hostile/corpus.py``.
 
-ASGI extensions (``toyservers.asgi_extensions``, through the shared cycle): ``tls``, early
-hints (103) and response trailers, which h11 writes (``EndOfMessage(headers=...)``).
+ASGI extensions, through the shared cycle: ``tls``, early hints (103) and response trailers
+(``toyservers.asgi_extensions``; h11 writes the trailer section: ``EndOfMessage(headers=...)``),
+pathsend and zerocopysend (``toyservers.file_response``).
 
-Deliberately left out: WebSocket and other protocol upgrades (served as plain HTTP), CONNECT
+WebSocket: a request asking ``Upgrade: websocket`` goes to ``websocket_protocol.upgrade``
+(``handle_upgrade``) with the bytes h11 holds after its head (``conn.trailing_data``), on
+wsproto for ``--ws auto``, as uvicorn's h11 server does.
+
+Deliberately left out: other protocol upgrades (served as plain HTTP), CONNECT
 (501), HTTP/1.0 keep-alive (h11 always closes HTTP/1.0 connections, which RFC 9112 §9.3
-allows), request trailers (h11 parses them; they are checked, then dropped), zero-copy file
-responses, ``http.response.debug`` (asgiref: not for production), TLS beyond what asyncio's
-``ssl=`` gives.
+allows), request trailers (h11 parses them; they are checked, then dropped),
+``http.response.debug`` (asgiref: not for production), TLS beyond what asyncio's ``ssl=``
+gives; ``sendfile(2)`` for a file body under TLS, on uvloop and before trailers: read in 64
+KiB pieces there.
 
 Spec: RFC 9112 §2-§3 (message and request line), §5 (field syntax), §6-§7 (body length,
 chunked coding), §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §10.1.1 (Expect),
-§15 (status codes). ASGI 3.0 HTTP connection scope, ``http.request``, ``http.disconnect``,
+§15 (status codes), §7.8 (Upgrade); RFC 6455 §4.2 (the opening handshake). ASGI 3.0 HTTP
+connection scope, ``http.request``, ``http.disconnect``,
 ``http.response.start`` and ``http.response.body``
-(https://asgi.readthedocs.io/en/latest/specs/www.html); lifespan via ``toyservers.lifespan``.
+(https://asgi.readthedocs.io/en/latest/specs/www.html), the HTTP Trailers, Early Hints (RFC
+8297), Path Send and Zero Copy Send extensions; WebSocket via ``toyservers.asgi_websocket``;
+lifespan via ``toyservers.lifespan``.
 
-Compare with: uvicorn/protocols/http/h11_impl.py (and h11's examples/trio-server.py).
+Compare with: uvicorn/protocols/http/h11_impl.py (``handle_websocket_upgrade`` too) and h11's
+examples/trio-server.py.
 """
 
 from __future__ import annotations
@@ -37,9 +47,9 @@ from typing import Any
 
 import h11
 
-from toyservers import h11_checks
+from toyservers import h11_checks, websocket_protocol
 from toyservers._server import run_server, serve_protocol
-from toyservers._types import ASGIApp
+from toyservers._types import ASGIApp, Scope
 from toyservers.config import Config
 from toyservers.h11_checks import (
     H11Framer,
@@ -57,6 +67,7 @@ from toyservers.state import ServerState
 # Events pulled out of h11 in one go before the loop gets a turn: a burst of 1-byte chunks is
 # 300k Data events of ~8 µs each, and no other connection may wait for all of them.
 MAX_EVENTS = 512
+UPGRADE = b"upgrade"  # the request field asking to switch protocols (RFC 9110 §7.8)
 
 
 # --- Protocol interface ---------------------------------------------------------------------------
@@ -178,11 +189,23 @@ class H11Protocol(H11Steps, HTTP1Protocol):
         if isinstance(scope, int):
             self.send_error(scope)
             return False
+        # h11 parses a request asking Upgrade and then stops (PAUSED, its client state
+        # MIGHT_SWITCH_PROTOCOL): what came after the head is still in its buffer.
+        if UPGRADE in dict(scope["headers"]) and self.handle_upgrade(
+                scope, self.conn.trailing_data[0]):
+            return False
         expect_100 = self.conn.they_are_waiting_for_100_continue
         framer = H11Framer(self.conn, scope["method"] == "HEAD")
         self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100)
         cycle.start_task(self.app)
         return True
+
+    def handle_upgrade(self, scope: Scope, data: bytes) -> bool:
+        """A request asking ``Upgrade``: a WebSocket handshake takes the connection, on
+        wsproto unless ``--ws`` says otherwise (``websocket_protocol.upgrade``), ``data`` (the
+        bytes after the head) going with it; True when it did. Any other Upgrade is answered
+        as HTTP/1.1 (h11 then drops the proposal: RFC 9110 §7.8 lets a server ignore it)."""
+        return websocket_protocol.upgrade(self, scope, data, auto="wsproto")
 
     # Between requests
 

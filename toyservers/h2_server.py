@@ -18,14 +18,21 @@ client's. Attacks (http2.py's docstring lists them, with their bounds) end the c
 with GOAWAY ENHANCE_YOUR_CALM; besides, h2 gets ``MAX_FEED`` bytes per loop turn and we stop
 reading while our write buffer is full. A malformed request ends its own stream alone.
 
+WebSocket: over HTTP/1.1 it is toy-httptools' (``Upgrade: websocket``); over HTTP/2 (RFC 8441)
+our SETTINGS say ``ENABLE_CONNECT_PROTOCOL`` (unless ``--ws none``), and an extended CONNECT
+(``:protocol websocket``) makes its stream a WebSocket (``toyservers/h2_websocket.py``) beside
+the requests on the same connection.
+
 Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
 its job, and toy-h2 sends them), priorities (RFC 9113 §5.3.2 deprecates them), request
-trailers (dropped), CONNECT (501), WebSockets over HTTP/2, ``http.response.debug`` (asgiref:
-not for production).
+trailers (dropped), CONNECT as a tunnel (501), ``sendfile(2)`` (a file body, pathsend or
+zerocopysend, is read in 64 KiB pieces: DATA frames are built in the process),
+``http.response.debug`` (asgiref: not for production).
 
 Spec: RFC 9113 §3 (starting), §5 (streams, flow control), §6.5 (SETTINGS), §6.8 (GOAWAY),
-§8 (HTTP semantics); RFC 7540 §3.2 (h2c); RFC 7541 (HPACK); RFC 7301 (ALPN); ASGI HTTP spec
-2.4 and its HTTP Trailers and Early Hints extensions (RFC 8297).
+§8 (HTTP semantics); RFC 7540 §3.2 (h2c); RFC 7541 (HPACK); RFC 7301 (ALPN); RFC 8441
+(WebSocket); ASGI HTTP spec 2.4 and its HTTP Trailers, Early Hints (RFC 8297), Path Send and
+Zero Copy Send extensions.
 
 Compare with: hypercorn/protocol/h2.py and http_stream.py; h2's asyncio example server."""
 
@@ -40,12 +47,12 @@ import h2.events
 import h2.exceptions
 from h2.errors import ErrorCodes
 
-from toyservers import access_log, http2
+from toyservers import access_log, h2_websocket, http2
 from toyservers._server import run_server, serve_protocol
 from toyservers._types import ASGIApp, Scope
 from toyservers.asgi import at_concurrency_limit, http_scope
 from toyservers.config import Config
-from toyservers.h2_stream import RequestResponseCycle
+from toyservers.h2_stream import RequestResponseCycle, Stream
 from toyservers.httptools_server import NO_MESSAGE, HttpToolsProtocol
 from toyservers.protocol import HTTPProtocol
 from toyservers.state import ServerState
@@ -79,14 +86,15 @@ class HTTP1ToH2Protocol(HttpToolsProtocol):
     def handle_upgrade(self, scope: Scope | None, data: bytes) -> bool:
         """Take the connection for HTTP/2: by prior knowledge (``scope`` None: its first bytes
         were the preface, RFC 9113 §3.4) or for a request asking ``Upgrade: h2c`` with valid
-        ``HTTP2-Settings`` (RFC 7540 §3.2), which becomes stream 1. Anything else is answered
-        as HTTP/1.1 (False), and so is either way in over TLS, where only ALPN picks h2 (RFC
-        9113 §3.3: h2c is cleartext only; the h2c-smuggling pattern)."""
-        if self.scheme == "https":
+        ``HTTP2-Settings`` (RFC 7540 §3.2), which becomes stream 1. Neither way in is taken
+        over TLS, where only ALPN picks h2 (RFC 9113 §3.3: h2c is cleartext only; the
+        h2c-smuggling pattern). Any other request asking Upgrade goes to toy-httptools' hook
+        (a WebSocket handshake takes the connection; the rest is answered as HTTP/1.1)."""
+        if scope is None and self.scheme == "https":
             return False
-        upgrade = None if scope is None else http2.h2c_upgrade(scope)  # HTTP2-Settings, scope
+        upgrade = None if scope is None or self.scheme == "https" else http2.h2c_upgrade(scope)
         if scope is not None and upgrade is None:
-            return False
+            return super().handle_upgrade(scope, data)
         self.stop_reading()
         self.switch_protocol(H2Protocol(self.state, upgrade), data)
         return True
@@ -111,8 +119,9 @@ class H2Protocol(HTTPProtocol):
     def __init__(self, state: ServerState, upgrade: tuple[bytes, Scope] | None = None) -> None:
         super().__init__(state)
         self.upgrade = upgrade  # after Upgrade: h2c, its HTTP2-Settings and request scope
-        self.conn, self.decoder = http2.connection(self.config.max_header_size)
-        self.streams: dict[int, RequestResponseCycle] = {}
+        self.conn, self.decoder = http2.connection(self.config.max_header_size,
+                                                   connect_protocol=self.config.ws != "none")
+        self.streams: dict[int, Stream] = {}  # a request's cycle, or a WebSocket
         self.access_log = access_log.enabled(self.config)
         self.closing = False  # GOAWAY sent: streams in flight finish, new ones are refused
         self.closed = False  # close() called: the events still in hand are dropped
@@ -217,7 +226,8 @@ class H2Protocol(HTTPProtocol):
         """``idle``: no stream for ``timeout_keep_alive`` s: GOAWAY, close. ``body``: no DATA for
         ``timeout_body`` s while apps wait for body: 408 on their streams (RFC 9110 §15.5.9)."""
         if kind == "body":
-            for cycle in [c for c in self.streams.values() if c.more_body and c.waiter]:
+            for cycle in [c for c in self.streams.values()
+                          if isinstance(c, RequestResponseCycle) and c.more_body and c.waiter]:
                 cycle.send_error(408)
             if any(c.more_body for c in self.streams.values()):
                 self.deadline.set("body", self.config.timeout_body)
@@ -227,10 +237,13 @@ class H2Protocol(HTTPProtocol):
 
     def shutdown(self) -> None:
         """GOAWAY with the last stream taken (RFC 9113 §6.8, framed by us: h2 sends nothing
-        after its own); streams in flight finish, then we close."""
+        after its own); streams in flight finish, WebSockets first closed with 1001, then we
+        close."""
         if self.closing or self.transport.is_closing():
             return
         self.closing = True
+        for stream in list(self.streams.values()):
+            stream.shutdown()
         self.flush()
         self.transport.write(http2.goaway(self.conn.highest_inbound_stream_id))
         self.on_response_complete()
@@ -251,6 +264,10 @@ class H2Protocol(HTTPProtocol):
         except ValueError:
             return self.reset(sid, ErrorCodes.PROTOCOL_ERROR)
         scope = http_scope(self, method, "2", raw_path, query, headers)
+        if method == "CONNECT" and not status:  # only RFC 8441's extended CONNECT gets here
+            if self.config.ws == "none":  # §3: we did not send the setting, so it is malformed
+                return self.reset(sid, ErrorCodes.PROTOCOL_ERROR)
+            return h2_websocket.open_stream(self, sid, scope, event.headers or (), ended)
         if not status and at_concurrency_limit(self.state):
             status = 503  # RFC 9110 §15.6.4, as uvicorn's limit_concurrency
         cycle = RequestResponseCycle.open(self, sid, scope, not ended, run=not status)
@@ -263,20 +280,9 @@ class H2Protocol(HTTPProtocol):
         sid, data, length = event.stream_id, event.data or b"", event.flow_controlled_length or 0
         if not data and not event.stream_ended:
             self.budget.spend(0, 1)  # an empty DATA frame flood (CVE-2019-9518)
-        cycle = self.streams.get(sid)
-        if cycle is not None and not (cycle.response_complete or cycle.disconnected):
-            cycle.body_size += len(data)
-            limit = self.config.max_body_size
-            if cycle.content_length is not None and cycle.body_size > cycle.content_length:
-                cycle.malformed()  # more than it declared
-            elif limit is not None and cycle.body_size > limit:
-                cycle.send_error(413)  # RFC 9110 §15.5.14
-            else:
-                cycle.body += data
-                cycle.credit += length
-                self.deadline.set("body", self.config.timeout_body)  # moved on by each DATA
-                return cycle.wake()
-        self.conn.acknowledge_received_data(length, sid)  # nobody will read it
+        stream = self.streams.get(sid)
+        if stream is None or not stream.on_data(data, length):
+            self.conn.acknowledge_received_data(length, sid)  # nobody will read it
 
     def on_reset(self, sid: int) -> None:
         """The client reset a stream: its app sees ``http.disconnect``; budgeted (rapid reset)."""

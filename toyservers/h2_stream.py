@@ -9,8 +9,8 @@ the client's windows allow, waiting for its WINDOW_UPDATE, at most ``timeout_bod
 A stream ends on its own (RST_STREAM), the connection going on: RFC 9113 §5.4.2.
 
 Spec: RFC 9113 §5.1 (stream states), §5.2 and §6.9 (flow control), §8.1 (HTTP message
-framing), §8.1.1 (malformed messages); ASGI HTTP spec 2.4 and its HTTP Trailers and Early
-Hints extensions (RFC 8297).
+framing), §8.1.1 (malformed messages); ASGI HTTP spec 2.4 and its HTTP Trailers, Early Hints
+(RFC 8297), Path Send and Zero Copy Send extensions.
 
 Compare with: hypercorn/protocol/http_stream.py (``HTTPStream``) beside hypercorn/protocol/h2.py.
 """
@@ -25,16 +25,30 @@ import h2.connection
 import h2.exceptions
 from h2.errors import ErrorCodes
 
-from toyservers import asgi, asgi_extensions, http2
+from toyservers import asgi, file_response, http2
 from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
+
+
+class Stream(Protocol):
+    """What the connection asks of each of its streams: a request's ``RequestResponseCycle``
+    (here) or a WebSocket's (``h2_websocket.WebSocketStream``). ``on_data``: DATA for it, True
+    when the stream gives the credit back itself (else the connection does, at once)."""
+
+    more_body: bool  # the client may still send body that an app waits for (timeout_body)
+
+    def on_data(self, data: bytes, length: int) -> bool: ...
+    def on_end(self) -> None: ...
+    def wake_sender(self) -> None: ...
+    def disconnect(self) -> None: ...
+    def shutdown(self) -> None: ...
 
 
 class StreamOwner(asgi.ServerProtocol, Protocol):
     """What a stream's cycle needs of its connection (``h2_server.H2Protocol``)."""
 
     conn: h2.connection.H2Connection
-    streams: dict[int, RequestResponseCycle]
+    streams: dict[int, Stream]
     budget: http2.FloodBudget
     access_log: bool
     app: Any
@@ -68,9 +82,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     @classmethod
     def open(cls, protocol: StreamOwner, sid: int, scope: Scope, more_body: bool,
              run: bool = True) -> RequestResponseCycle:
-        """Register stream ``sid``'s cycle (trailers and early hints offered: ``asgi_extensions.
-        offered``) and start its app if ``run``."""
-        scope["extensions"] = asgi_extensions.offered(protocol.tls, "2", True)
+        """Register stream ``sid``'s cycle and start its app if ``run``."""
         expect = more_body and http2.expects_continue(scope["headers"])
         protocol.streams[sid] = cycle = cls(protocol, scope, sid, expect)
         cycle.more_body = more_body
@@ -79,6 +91,29 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         if run:
             cycle.start_task(protocol.app)
         return cycle
+
+    def on_data(self, data: bytes, length: int) -> bool:
+        """Body for the app (``length``: its flow-controlled size); the credit goes back as the
+        app takes it. False when nobody will read it: the connection gives it back."""
+        if self.response_complete or self.disconnected:
+            return False
+        self.body_size += len(data)
+        limit = self.protocol.config.max_body_size
+        if self.content_length is not None and self.body_size > self.content_length:
+            self.malformed()  # more than it declared
+        elif limit is not None and self.body_size > limit:
+            self.send_error(413)  # RFC 9110 §15.5.14
+        else:
+            self.body += data
+            self.credit += length
+            # the body deadline moves on with each DATA frame
+            self.protocol.deadline.set("body", self.protocol.config.timeout_body)
+            self.wake()
+            return True
+        return False
+
+    def shutdown(self) -> None:
+        """Graceful shutdown: a request in flight finishes (the connection's GOAWAY says so)."""
 
     def on_end(self) -> None:
         """The client ended the stream: the body is whole, unless it is short of its
@@ -119,10 +154,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:
-        """``http.response.early_hint`` (before the start: a HEADERS frame with ``:status``
-        103, no END_STREAM: RFC 9113 §8.1, RFC 8297), ``http.response.start``, ``.body`` and
-        ``.trailers``. Raises ClientDisconnected once the stream is gone, http1.ResponseError
-        for fields ``check_response`` refuses, and RuntimeError for a message out of order."""
+        """``http.response.early_hint`` (a 103 before the start), ``.start``, ``.body``,
+        ``.trailers``, ``.pathsend`` and ``.zerocopysend`` (``toyservers.file_response``: a
+        read loop). Raises ClientDisconnected once the stream is gone, http1.ResponseError for
+        fields ``check_response`` refuses, and RuntimeError for a message out of order."""
         protocol = self.protocol
         if protocol.flow.write_paused and not self.disconnected:
             await protocol.flow.drain()
@@ -130,11 +165,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             raise ClientDisconnected
         kind = message["type"]
         if not self.response_started:
-            if kind == "http.response.early_hint":
-                links = asgi_extensions.check_links(message.get("links", ()))
-                self.conn.send_headers(self.stream_id, [(b":status", b"103"), *(
-                    (b"link", link) for link in links)])
-                return self.protocol.flush()
+            if kind == "http.response.early_hint":  # its own HEADERS frame
+                self.conn.send_headers(self.stream_id, self.response.early_hint(message))
+                return protocol.flush()
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
             self.response.start(message, protocol.state.default_headers)
@@ -149,6 +182,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             if (fields := self.response.trailer(message)) is not None:
                 self.conn.send_headers(self.stream_id, fields, end_stream=True)
                 self.finish()
+        elif kind in file_response.KINDS:  # read in pieces, framed within the windows as any body
+            await file_response.send_file(self.send, message, self.response.no_content)
         else:
             raise RuntimeError(f"unexpected {kind!r} in the response")
     # --8<-- [end:send]

@@ -9,10 +9,13 @@ error, is written here once:
   through h11). ``send()`` checks the messages' order, logs the access line, decides on the
   body the client has not sent yet (RFC 9112 §9.3), waits while the client reads slowly
   (``FlowControl.drain``), writes, and ends the response. toy-anyio runs the same ``send()``
-  into an outbox and awaits the write itself. The ASGI extensions (``asgi_extensions``):
-  early hints go out as 103 responses before the response, and a response whose start
-  promised trailers ends with its ``http.response.trailers`` (a chunked trailer section
-  where the client said ``TE: trailers``), each off the hot path in a method of its own.
+  into an outbox and awaits the write itself. The ASGI extensions, each off the hot path in
+  a method of its own: early hints go out as 103 responses before the response
+  (``asgi_extensions``); a response whose start promised trailers ends with its
+  ``http.response.trailers`` (a chunked trailer section where the client said ``TE:
+  trailers``); a file body (pathsend, zerocopysend: ``toyservers.file_response``) goes by
+  ``loop.sendfile`` between the head and the chunk lines where the loop and transport allow
+  it, else (and before trailers) by the read loop.
 - ``HTTP1Protocol``: the base of the three servers' protocol classes, with the one error
   answer, ``send_error(status)`` (HEAD-aware, then one lingering close: RFC 9112 §9.6), the
   deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9) and ``shutdown()``. A
@@ -34,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from toyservers import access_log, asgi, asgi_extensions, http1
+from toyservers import access_log, asgi, asgi_extensions, file_response, http1
 from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
 from toyservers.http1 import HIGH_WATER_LIMIT
@@ -49,6 +52,7 @@ class Framer(Protocol):
     keep_alive: bool  # False once this response must end the connection
     head_sent: bool  # the head left with the first body message
     head_request: bool  # the request was HEAD: no content (RFC 9110 §9.3.2)
+    no_body: bool  # HEAD, 204 or 304: the response has no content (RFC 9110 §6.4.1)
     status: int
     remaining: int | None  # Content-Length bytes still owed, when the framer counts them
 
@@ -120,6 +124,7 @@ class HTTP1Protocol(HTTPProtocol):
         super().connection_lost(exc)
         if self.cycle is not None:
             self.cycle.disconnect()  # receive() says http.disconnect, send() raises
+        self.stop_reading()
 
     # --8<-- [start:send_error]
     def send_error(self, status: int) -> None:
@@ -140,8 +145,8 @@ class HTTP1Protocol(HTTPProtocol):
     # --8<-- [end:send_error]
 
     def stop_reading(self) -> None:
-        """Parse no further request: the connection is ending (a subclass with parser state
-        drops it here)."""
+        """Parse no further request: the connection is ending, or lost (a subclass with
+        parser state drops it here)."""
 
     def on_timeout(self, kind: str) -> None:
         """``idle``: close silently (RFC 9112 §9.5). A head or body that came too slowly gets
@@ -180,9 +185,8 @@ class HTTP1Protocol(HTTPProtocol):
 
 class RequestResponseCycle(asgi.RequestResponseCycle):
     """One request and its response on an HTTP/1.1 connection (``asgi.RequestResponseCycle``
-    holds the request body, ``receive()``, ``run_asgi`` and the failure policy). With the
-    ASGI extensions (``toyservers.asgi_extensions``): early hints before the response, and a
-    response that ends with its ``http.response.trailers``, not its last body."""
+    holds the request body, ``receive()``, ``run_asgi`` and the failure policy); the ASGI
+    extensions' messages go to methods of their own (see the module docstring)."""
 
     __slots__ = ("framer", "trailers", "section", "body_complete")
     protocol: HTTP1Protocol
@@ -241,9 +245,11 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
                 log_access(protocol.client, self.scope, framer.status)
             return
         if kind != "http.response.body" or self.response_complete:
-            if kind == "http.response.trailers" and self.trailers is not None and not \
-                    self.response_complete:
-                return self.send_trailers(message)
+            if not self.response_complete:  # the extensions, off the common path
+                if kind in file_response.KINDS:
+                    return await self.send_file(message)
+                if kind == "http.response.trailers" and self.trailers is not None:
+                    return self.send_trailers(message)
             raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
         more_body = message.get("more_body", False)
         if self.more_body and not framer.head_sent and unread_body_closes(
@@ -266,13 +272,11 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     # --8<-- [end:send]
 
     def send_early_hint(self, message: Message) -> None:
-        """``http.response.early_hint`` (any number, before ``http.response.start``): a 103
-        (Early Hints) interim response, one Link field a link (RFC 8297 §2), written as bytes
-        by every framer (h11 would take a 1xx for the answer to ``Expect: 100-continue`` and
-        never send the 100). Nothing goes to an HTTP/1.0 client, which is not offered the
-        extension (RFC 9110 §15.2: no 1xx to it). asgiref's text says "after the Response Start
-        message", but a 103 must come before the final response: hypercorn and uvicorn take it
-        before ``http.response.start`` only, and so do we. Raises http1.ResponseError."""
+        """``http.response.early_hint`` (any number, before ``http.response.start``:
+        ``asgi_extensions``): a 103 (Early Hints) interim response, one Link field a link (RFC
+        8297 §2), written as bytes by every framer (h11 would take a 1xx for the answer to
+        ``Expect: 100-continue`` and never send the 100). Nothing goes to an HTTP/1.0 client,
+        which is not offered the extension (RFC 9110 §15.2). Raises http1.ResponseError."""
         links = asgi_extensions.check_links(message.get("links", ()))
         if not self.framer.http10:
             self.protocol.transport.write(asgi_extensions.early_hints(links))
@@ -280,17 +284,14 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     def promise_trailers(self) -> None:
         """``trailers: True`` in ``http.response.start``: the response ends with its
         ``http.response.trailers``. Where the extension was offered (the client said ``TE:
-        trailers``) and the response has content, they make its trailer section
-        (``framer.expect_trailers``); elsewhere they are checked and dropped (asgiref: the
-        server "will only send the trailing headers in case the client has sent the TE:
-        trailers header"), as hypercorn and uvicorn do. No content, no trailers (RFC 9110
-        §6.4.1: HEAD, 204, 304)."""
+        trailers``: ``asgi_extensions.offered``) and the response has content, they make its
+        trailer section (``framer.expect_trailers``); elsewhere they are checked and dropped,
+        as hypercorn and uvicorn do. No content (HEAD, 204, 304), no trailers: RFC 9110 §6.4.1."""
         self.trailers, self.body_complete = [], False
-        framer = self.framer
         self.section = asgi_extensions.TRAILERS in (self.scope.get("extensions") or ()) and not (
-            framer.head_request or framer.status == 204 or framer.status == 304)
+            self.framer.no_body)
         if self.section:
-            framer.expect_trailers()
+            self.framer.expect_trailers()
 
     def send_body_before_trailers(self, body: bytes, more_body: bool) -> None:
         """An ``http.response.body`` of a response that ends with trailers: framed as if more
@@ -319,3 +320,67 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         self.wake()
         self.protocol.transport.writelines(self.framer.end(self.trailers) if self.section else [])
         self.protocol.on_response_complete()
+
+    async def send_file(self, message: Message) -> None:
+        """``http.response.pathsend`` or ``.zerocopysend`` (``toyservers.file_response``):
+        ``sendfile(2)`` where ``file_response.can_sendfile`` says the transport allows it, else
+        the read loop through ``send``. Raises what ``file_response.open_body`` and
+        ``check_length`` raise (before a byte is written) and what ``send`` raises."""
+        body = file_response.open_body(message)
+        sent = 0
+        try:
+            file_response.check_length(self.framer, body)
+            # a response ending with trailers: the read loop, its pieces framed as any body
+            if self.trailers is None and not self.framer.no_body and file_response.can_sendfile(
+                    self.protocol.transport):
+                sent = await self.sendfile(body)
+            else:
+                sent = await file_response.send_by_reading(self.send, body, self.framer.no_body)
+        finally:
+            body.done(sent)
+
+    # --8<-- [start:sendfile]
+    async def sendfile(self, body: file_response.FileBody) -> int:
+        """Write the head (if not out yet) and the framing, and let the kernel copy the file
+        into the socket between them (``loop.sendfile``: ``os.sendfile`` once the transport's
+        buffer is empty, reading paused meanwhile). All bytes are framed before one is
+        written, so a Content-Length the file breaks is refused while a 500 can still go.
+        Returns the bytes sent. Raises ClientDisconnected, http1.ResponseError."""
+        protocol, framer = self.protocol, self.framer
+        if self.more_body and not framer.head_sent and unread_body_closes(
+                self.expect_100, protocol.unread_body()):
+            framer.keep_alive = False  # RFC 9112 §9.3, as in send()
+        pieces: list[bytes | file_response.FileBody] = list(framer.body(b"", True))
+        pieces += file_response.file_pieces(framer, body)
+        if not body.more_body:
+            pieces += framer.body(b"", False)
+        at = pieces.index(body) if body in pieces else len(pieces)
+        transport = protocol.transport
+        transport.writelines(pieces[:at])  # type: ignore[arg-type]
+        sent = 0
+        if at < len(pieces):
+            try:
+                with open(body.fd, "rb", buffering=0, closefd=False) as file:  # the fd, unbuffered
+                    sent = await protocol.loop.sendfile(transport, file, body.offset,
+                                                        body.count, fallback=False)
+            except (ConnectionError, RuntimeError) as exc:  # a reset, or the transport closed
+                self.disconnect()
+                transport.close()
+                raise ClientDisconnected("the client has disconnected") from exc
+            if sent < body.count:  # the file shrank: the framing promised more
+                transport.close()
+                raise http1.ResponseError(f"file ended {body.count - sent} bytes early")
+        if not body.more_body:
+            self.response_complete = True
+            if self.waiter is not None:
+                self.wake()
+        try:
+            transport.writelines(pieces[at + 1:])  # type: ignore[arg-type]
+            if not body.more_body:
+                protocol.on_response_complete()
+        except OSError as exc:  # the client left while reading was paused: unseen till now
+            self.disconnect()
+            transport.abort()
+            raise ClientDisconnected("the client has disconnected") from exc
+        return sent
+    # --8<-- [end:sendfile]

@@ -88,17 +88,20 @@ class BodyLengthDecoder(hpack.Decoder):
         return [field for field in headers if field[0] != b"content-length"]
 
 
-def connection(max_header_size: int) -> tuple[h2.connection.H2Connection, BodyLengthDecoder]:
+def connection(max_header_size: int, connect_protocol: bool = False
+               ) -> tuple[h2.connection.H2Connection, BodyLengthDecoder]:
     """A server-side h2 connection and its HPACK decoder (a ``BodyLengthDecoder``). Its
     SETTINGS (sent by ``initiate_connection``) say ``MAX_CONCURRENT_STREAMS``,
     ``MAX_FRAME_SIZE`` and a header list of ``max_header_size`` bytes, which the decoder
-    enforces from the start (RFC 9113 §6.5.2), before the client ACKs them."""
+    enforces from the start (RFC 9113 §6.5.2), before the client ACKs them; with
+    ``connect_protocol``, ``ENABLE_CONNECT_PROTOCOL`` 1 (RFC 8441 §3: WebSocket streams)."""
     conn = h2.connection.H2Connection(h2.config.H2Configuration(
         client_side=False, header_encoding=None))
     conn.local_settings = Settings(client=False, initial_values={
         SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
         SettingCodes.MAX_HEADER_LIST_SIZE: max_header_size,
-        SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: MAX_FRAME_SIZE})
+        SettingCodes.INITIAL_WINDOW_SIZE: 65535, SettingCodes.MAX_FRAME_SIZE: MAX_FRAME_SIZE,
+        **({SettingCodes.ENABLE_CONNECT_PROTOCOL: 1} if connect_protocol else {})})
     conn.decoder = decoder = BodyLengthDecoder(max_header_size)
     return conn, decoder
 
@@ -139,9 +142,10 @@ def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
     regular field), and joined the cookie fields (§8.2.3). ``:authority`` is added to
     ``headers`` as ``host`` when there is none, since apps read ``host`` (§8.3.1: the two
     "MUST NOT" differ). ``status`` is 0, or the answer to give instead of running the app: 501
-    for CONNECT (no proxy here), 400 for a ``:path`` of no request-target form (RFC 9112
-    §3.2) or with a byte that is not visible ASCII (a space, DEL, a control byte, raw UTF-8),
-    431 past ``max_headers`` fields (RFC 6585 §5).
+    for CONNECT (no proxy here) unless it is RFC 8441's extended CONNECT (``:protocol``; its
+    ``:path`` is an origin-form target, §5), 400 for a ``:path`` of no request-target form
+    (RFC 9112 §3.2) or with a byte that is not visible ASCII (a space, DEL, a control byte,
+    raw UTF-8), 431 past ``max_headers`` fields (RFC 6585 §5).
     """
     pseudo, headers = {}, []
     for name, value in fields:
@@ -153,13 +157,13 @@ def request_target(fields: Iterable[tuple[bytes, bytes]], max_headers: int
     authority = pseudo.get(b":authority")
     if authority is not None and not any(name == b"host" for name, _ in headers):
         headers.insert(0, (b"host", authority))
-    if method == "CONNECT":
+    if method == "CONNECT" and b":protocol" not in pseudo:
         return 501, method, b"", b"", headers
     path = pseudo.get(b":path", b"")
     try:  # a request-target is visible ASCII (RFC 3986 §2; RFC 9113 §8.3.1: malformed)
         if bad_target_byte(path):
             raise http1.BadTarget("a byte outside visible ASCII in :path")
-        raw_path, query = http1.split_target(method, path)
+        raw_path, query = http1.split_target("GET" if method == "CONNECT" else method, path)
     except http1.BadTarget:
         return 400, method, b"", b"", headers
     return (431 if len(headers) > max_headers else 0), method, raw_path, query, headers
@@ -191,9 +195,10 @@ def response_head(status: int, headers: Iterable[tuple[bytes, bytes]],
 
 class Response:
     """One stream's response as the app's ASGI messages build it (ASGI HTTP spec 2.4 and its
-    HTTP Trailers extension), sans I/O: ``start`` turns ``http.response.start`` into the
-    HEADERS fields (``head``, held until the first body frames it), ``body`` says what an
-    ``http.response.body`` frames, ``trailer`` gathers ``http.response.trailers``. Raises
+    HTTP Trailers and Early Hints extensions), sans I/O: ``start`` turns
+    ``http.response.start`` into the HEADERS fields (``head``, held until the first body
+    frames it), ``body`` says what an ``http.response.body`` frames, ``trailer`` gathers
+    ``http.response.trailers``, ``early_hint`` gives a 103's fields. Raises
     RuntimeError for a message out of order, http1.ResponseError for a field or body the
     response may not carry."""
 
@@ -224,6 +229,12 @@ class Response:
         head, self.head = self.head, None
         return head, b"" if self.no_content else body, not more_body and not self.trailers
 
+    def early_hint(self, message: Message) -> Headers:
+        """The fields of ``http.response.early_hint``'s 103 (RFC 8297), for a HEADERS frame
+        without END_STREAM before the response's own (RFC 9113 §8.1: interim responses)."""
+        links = asgi_extensions.check_links(message.get("links", ()))
+        return [(b":status", b"103"), *((b"link", link) for link in links)]
+
     def trailer(self, message: Message) -> Headers | None:
         """The trailer fields once the last ``http.response.trailers`` came, else None."""
         if not (self.trailers and self.body_sent):
@@ -247,13 +258,15 @@ def error_head(status: int, default_headers: Headers, length: int) -> Headers:
 
 def h2c_upgrade(scope: Scope) -> tuple[bytes, Scope] | None:
     """An ``Upgrade: h2c`` request's decoded HTTP2-Settings and its scope as HTTP/2 sees it
-    (``http_version`` "2", no connection-specific fields: RFC 9113 §8.2.2), or None when it
-    may not be upgraded (``h2c_settings``). The scope is changed in place."""
+    (``http_version`` "2", no connection-specific fields: RFC 9113 §8.2.2, HTTP/2's
+    extensions: ``asgi_extensions.offered``), or None when it may not be upgraded
+    (``h2c_settings``). The scope is changed in place."""
     settings = h2c_settings(scope)
     if settings is None:
         return None
     scope["http_version"], scope["headers"] = "2", [
         (n, v) for n, v in scope["headers"] if n not in CONNECTION_SPECIFIC]
+    scope["extensions"] = asgi_extensions.offered(scope["extensions"].get("tls"), "2", True)
     return settings, scope
 
 

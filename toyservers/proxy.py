@@ -173,14 +173,15 @@ def split_outside_quotes(text: str, separator: str) -> list[str]:
 
 
 class ProxyHeaders:
-    """The proxy-header rules of one server (module docstring), for its trusted set.
+    """The proxy-header rules of one server (module docstring), for its trusted set
+    (a :class:`Trusted`, or the ``--forwarded-allow-ips`` text to build one from).
 
     ``resolve(peer, headers)`` is called once per request with the socket's peer and the
     request's header fields; it returns None when nothing changes.
     """
 
-    def __init__(self, trusted: str | None = None) -> None:
-        self.trusted = trusted_peers(trusted)
+    def __init__(self, trusted: Trusted | str | None = None) -> None:
+        self.trusted = trusted if isinstance(trusted, Trusted) else trusted_peers(trusted)
         self.peers: dict[str, bool] = {}  # peer address -> trusted, asked once per address
 
     def resolve(self, peer: Address | None, headers: list[tuple[bytes, bytes]]

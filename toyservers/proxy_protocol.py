@@ -15,10 +15,12 @@ Specification: "The PROXY protocol, versions 1 & 2" (haproxy.org, doc/proxy-prot
   a 2-byte length, then the addresses (IPv4: 4 + 4 + 2 + 2 bytes; IPv6: 16 + 16 + 2 + 2;
   UNIX: 108 + 108) and optional TLVs, which are skipped.
 
-:func:`parse` reads one header from the start of a connection's bytes. The server
-(``toyservers._server``, ``--proxy-protocol``, gunicorn's name) uses it like this: a
-connection whose first bytes start a header is believed only from a trusted peer
-(``--forwarded-allow-ips``) and closed otherwise; a header that does not parse closes the
+:func:`parse` reads one header from the start of a connection's bytes, and :func:`take` holds
+the servers' one policy (``--proxy-protocol``, gunicorn's name), which every server's reader
+applies the same way (``toyservers._server.ProxyProtocolReader`` on asyncio,
+``toyservers.anyio_serving.proxy_header`` on anyio, ``toyservers.blocking_serving.proxy_header``
+on threads): a connection whose first bytes start a header is believed only from a trusted
+peer (``--forwarded-allow-ips``) and closed otherwise; a header that does not parse closes the
 connection; a connection that starts with anything else is HTTP from the peer itself.
 Sans-IO: bytes in, a :class:`ProxyHeader` out.
 """
@@ -46,7 +48,7 @@ class ProxyHeader:
     """One parsed header.
 
     Attributes:
-        version: 1 or 2.
+        version: 1 or 2 (0: :data:`NO_HEADER`).
         source, destination: the client's and the proxy's ``(host, port)``; None when the
             header does not say (``UNKNOWN``, ``LOCAL``, a UNIX or unspecified family): the
             socket's own addresses stand.
@@ -59,7 +61,7 @@ class ProxyHeader:
     length: int
 
 
-def starts_header(data: bytes) -> bool | None:
+def starts_header(data: bytes | bytearray) -> bool | None:
     """Whether ``data`` (a connection's first bytes) starts a PROXY header: True, False, or
     None while too few bytes have come to tell (a v2 signature starts with CRLF, which may
     also begin an HTTP request, RFC 9112 §2.2)."""
@@ -68,6 +70,27 @@ def starts_header(data: bytes) -> bool | None:
         if data[:shared] == prefix[:shared]:
             return True if len(data) >= len(prefix) else None
     return False
+
+
+#: What :func:`take` gives for a connection that starts with anything but a PROXY header.
+NO_HEADER = ProxyHeader(0, None, None, 0)
+
+
+def take(data: bytes | bytearray, trusted: bool) -> ProxyHeader | None:
+    """The header a connection's first bytes ``data`` start with, from a peer that is
+    ``trusted`` or not: :data:`NO_HEADER` when they start with anything else (HTTP from the
+    peer itself); None while more bytes are needed to tell or to parse.
+
+    Raises:
+        ProxyHeaderError: a header from a peer that is not trusted, or a malformed one:
+            close the connection.
+    """
+    starts = starts_header(data)
+    if not starts:
+        return None if starts is None else NO_HEADER
+    if not trusted:
+        raise ProxyHeaderError("a PROXY header from a peer that is not trusted")
+    return parse(bytes(data))
 
 
 def parse(data: bytes) -> ProxyHeader | None:

@@ -6,13 +6,12 @@ one module plus one entry here. An entry is data: how its command line is built 
 several worker processes, the protocols it speaks, which distribution's version to report,
 and, for our own servers, the module holding ``serve()`` and ``run()``.
 
-Names: ``toy-raw``, ``toy-h11``, ``toy-httptools``, ``toy-anyio`` and ``toy-anyio-trio``
-(ours, ASGI; the last two are one module on anyio, run on asyncio and on trio); ``toy-wsgi`` and
-``toy-wsgi-gthread`` (ours, WSGI: the sync and the gthread worker); ``uvicorn`` (httptools +
-uvloop), ``uvicorn-h11``, ``uvicorn-wsproto`` (WebSocket by wsproto instead of websockets),
-``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers);
-``gunicorn``, ``gunicorn-gthread`` and ``waitress`` (reference WSGI servers: gunicorn's two
-workers, waitress's thread pool).
+Names: ``toy-raw``, ``toy-h11``, ``toy-httptools``, ``toy-h2``, ``toy-anyio`` and
+``toy-anyio-trio`` (ours, ASGI; the last two are one module on anyio, on asyncio and on trio);
+``toy-wsgi`` and ``toy-wsgi-gthread`` (ours, WSGI: the sync and the gthread worker); ``uvicorn``
+(httptools + uvloop), ``uvicorn-h11``, ``uvicorn-wsproto`` (WebSocket by wsproto, not
+websockets), ``hypercorn``, ``daphne``, ``granian`` (reference ASGI servers); ``gunicorn``,
+``gunicorn-gthread`` and ``waitress`` (reference WSGI: gunicorn's two workers, waitress).
 
 Servers started through a program that is not part of this package (a launcher script, a
 baseline) are added by whoever owns that program, with :func:`register`: this package names
@@ -37,9 +36,8 @@ from typing import Any, Literal
 Kind = Literal["toy", "reference", "baseline"]
 Interface = Literal["asgi", "wsgi"]
 
-#: Protocol names a server may speak: HTTP/1.1, HTTP/2 over TLS (ALPN), HTTP/2 in clear text
-#: with prior knowledge, WebSocket over HTTP/1.1 (RFC 6455); HTTP/3 over QUIC (RFC 9114) only
-#: as an optional protocol (:attr:`ServerSpec.optional_protocols`).
+#: Protocols a server may speak: HTTP/1.1, HTTP/2 over TLS (ALPN) and in clear text, WebSocket
+#: (RFC 6455); HTTP/3 over QUIC (RFC 9114) only as :attr:`ServerSpec.optional_protocols`.
 PROTOCOLS = frozenset({"http/1.1", "h2", "h2c", "websocket", "h3"})
 
 def _script(name: str) -> str:
@@ -69,12 +67,14 @@ class Argv:
     """A server's command line as data: sections of arguments holding ``{placeholders}``.
 
     :meth:`ServerSpec.command` joins, in this order: ``program``, ``head``, ``listen`` (or
-    ``listen_tls`` to serve HTTPS), ``options``, ``access_log`` or ``no_access_log``,
-    ``workers``, ``threads`` (when a thread count is asked for), ``tail``; then fills the
-    placeholders: ``{app}`` (``"module:attr"``), ``{host}``, ``{port}``, ``{workers}`` (a
-    count of processes), ``{threads}`` (a count of app threads per process), ``{certfile}`` and
-    ``{keyfile}`` (PEM paths), ``{python}`` (this interpreter). ``{x!t}`` escapes a value for
-    a Twisted endpoint string. A literal brace is written twice.
+    the ``listen_*`` section asked for in its place), ``options``, ``proxy_headers`` (when
+    asked for), ``access_log`` or ``no_access_log``, ``workers``, ``threads`` (when a thread
+    count is asked for), ``tail``; then fills the placeholders: ``{app}``
+    (``"module:attr"``), ``{host}``, ``{port}``, ``{workers}`` (a count of processes),
+    ``{threads}`` (a count of app threads per process), ``{certfile}`` and ``{keyfile}`` (PEM
+    paths), ``{path}`` (a UNIX socket's), ``{fd}`` (an inherited socket's descriptor),
+    ``{trusted}`` (the proxies' addresses, comma-separated), ``{python}`` (this interpreter).
+    ``{x!t}`` escapes a value for a Twisted endpoint string. A literal brace is written twice.
 
     Attributes:
         program: a console script's name (found beside this interpreter, else on PATH), or
@@ -90,6 +90,14 @@ class Argv:
             server's thread model: gunicorn's ``gthread`` worker, waitress's ``--threads``);
             left out unless a count is asked for; None: the server has no such option.
         tail: last (the app, for servers that take it after their options).
+        listen_uds, listen_fd: where to listen instead: the UNIX socket ``{path}``, the
+            inherited socket ``{fd}``; None: no such option.
+        listen_activated: where to listen when systemd passes the socket (``LISTEN_FDS``,
+            at descriptor 3; often empty); None: the server does not read ``LISTEN_FDS``.
+        listen_proxy_protocol: ``{host}:{port}``, reading a PROXY header (v1, v2) from the
+            proxies ``{trusted}`` first; None: the server reads none.
+        proxy_headers: to believe ``X-Forwarded-*`` (``Forwarded`` too where read) from
+            ``{trusted}``; None: no such option.
     """
 
     program: str
@@ -102,14 +110,22 @@ class Argv:
     workers: tuple[str, ...] | None = None
     threads: tuple[str, ...] | None = None
     tail: tuple[str, ...] = ()
+    listen_uds: tuple[str, ...] | None = None
+    listen_fd: tuple[str, ...] | None = None
+    listen_activated: tuple[str, ...] | None = None
+    listen_proxy_protocol: tuple[str, ...] | None = None
+    proxy_headers: tuple[str, ...] | None = None
 
     def render(self, values: Mapping[str, object], *, tls: bool, access_log: bool,
-               threads: bool = False) -> list[str]:
-        """The argv with ``values`` in its placeholders (the caller checked what is offered)."""
+               threads: bool = False, listen: str = "listen", proxy_headers: bool = False
+               ) -> list[str]:
+        """The argv with ``values`` in its placeholders, listening as section ``listen`` says
+        (the caller checked what is offered)."""
         sections: list[Sequence[str]] = [
             self.head,
-            self.listen_tls if tls and self.listen_tls is not None else self.listen,
+            getattr(self, "listen_tls" if tls and listen == "listen" else listen) or (),
             self.options,
+            (self.proxy_headers or ()) if proxy_headers else (),
             (self.access_log or ()) if access_log else self.no_access_log,
             self.workers or (),
             (self.threads or ()) if threads else (),
@@ -167,7 +183,8 @@ class ServerSpec:
 
     def command(self, app: str, host: str, port: int, *, access_log: bool = False,
                 tls: tuple[str, str] | None = None, workers: int = 1,
-                threads: int | None = None) -> list[str]:
+                threads: int | None = None, listen: str = "listen", path: str = "",
+                fd: int = -1, trusted: str = "", proxy_headers: bool = False) -> list[str]:
         """The argv that serves ``app`` (``"module:attr"``) on ``host:port``.
 
         Logs go at warning level so a benchmark measures the server, not its logging; with
@@ -177,11 +194,14 @@ class ServerSpec:
         ``threads`` runs the app in that many threads per process (toy-wsgi and gunicorn then
         use their ``gthread`` worker); None: the entry's own ``threads`` (the gthread
         variants), else the program's default (the ``sync`` worker, waitress's 4 threads).
+        ``listen`` names the :class:`Argv` section it listens with (``listen_uds`` with
+        ``path``, ``listen_fd`` with ``fd``, ...); ``proxy_headers`` believes forwarding
+        headers from ``trusted``, as does ``listen_proxy_protocol`` its PROXY headers.
 
         Raises:
             ValueError: the server cannot do what is asked (TLS, an access log, more than
-                one worker process, or a thread count), or ``workers`` or ``threads`` is
-                below 1.
+                one worker process, a thread count, that listen section or proxy headers),
+                or ``workers`` or ``threads`` is below 1.
         """
         if workers < 1:
             raise ValueError(f"workers must be 1 or more, not {workers}")
@@ -197,12 +217,16 @@ class ServerSpec:
             raise ValueError(f"{self.name} does not serve HTTPS")
         if access_log and self.argv.access_log is None:
             raise ValueError(f"{self.name} writes no access log")
+        for section, asked in ((listen, listen != "listen"), ("proxy_headers", proxy_headers)):
+            if asked and getattr(self.argv, section) is None:
+                raise ValueError(f"{self.name} has no {section.replace('_', ' ')} option")
         cert, key = tls if tls is not None else ("", "")
-        values = {"app": app, "host": host, "port": port, "workers": workers,
-                  "threads": threads, "certfile": cert, "keyfile": key,
+        values = {"app": app, "host": host, "port": port, "workers": workers, "threads": threads,
+                  "certfile": cert, "keyfile": key, "path": path, "fd": fd, "trusted": trusted,
                   "python": sys.executable}
         return self.argv.render(values, tls=tls is not None, access_log=access_log,
-                                threads=threads is not None)
+                                threads=threads is not None, listen=listen,
+                                proxy_headers=proxy_headers)
 
     @property
     def multiprocess(self) -> bool:
@@ -234,14 +258,19 @@ class ServerSpec:
 
 _TOY_TLS = ("--host", "{host}", "--port", "{port}",
             "--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")
+#: Where a toy server can listen (``toyservers.listeners``), and its proxy options (``proxy.py``).
+_TOY_LISTENERS: dict[str, tuple[str, ...]] = {
+    "listen_uds": ("--uds", "{path}"), "listen_fd": ("--fd", "{fd}"), "listen_activated": (),
+    "listen_proxy_protocol": (*_TOY_TLS[:4], "--proxy-protocol", "--forwarded-allow-ips",
+                              "{trusted}"),
+    "proxy_headers": ("--proxy-headers", "--forwarded-allow-ips", "{trusted}"),
+}
 #: gunicorn's flags, which toyserve's WSGI options copy: a pool of threads per worker process.
 _GTHREAD = ("--worker-class", "gthread", "--threads", "{threads}")
-
 
 #: Threads of the thread-pool WSGI variants (toy-wsgi-gthread, gunicorn-gthread), as waitress's
 #: default pool; ``command(..., threads=N)`` asks for another count.
 WSGI_THREADS = 4
-
 
 #: Why toy-anyio-trio takes no ``--workers``: the pre-fork supervisor's workers run asyncio.
 TRIO_ONE_PROCESS = "the pre-fork workers run asyncio: use toy-anyio for --workers"
@@ -249,12 +278,15 @@ TRIO_ONE_PROCESS = "the pre-fork workers run asyncio: use toy-anyio for --worker
 
 def _toy(name: str, module: str, description: str, interface: Interface = "asgi",
          threads: int | None = None, variant_of: str | None = None,
-         protocols: frozenset[str] = frozenset({"http/1.1"})) -> ServerSpec:
+         protocols: frozenset[str] | None = None) -> ServerSpec:
+    """A toy's entry; by default an ASGI toy speaks HTTP/1.1 and WebSocket, a WSGI one HTTP/1.1."""
+    if protocols is None:
+        protocols = frozenset({"http/1.1", "websocket"} if interface == "asgi" else {"http/1.1"})
     argv = Argv("toyserve", head=("{app}", "--server", variant_of or name),
                 listen_tls=_TOY_TLS if interface == "asgi" else None,  # toy-wsgi has no TLS
                 options=("--log-level", "warning"), access_log=("--access-log",),
                 no_access_log=("--no-access-log",), workers=("--workers", "{workers}"),
-                threads=_GTHREAD if interface == "wsgi" else None)
+                threads=_GTHREAD if interface == "wsgi" else None, **_TOY_LISTENERS)
     return ServerSpec(name, "toy", interface, "toyservers", description, argv,
                       protocols, module, variant_of=variant_of, threads=threads)
 
@@ -269,7 +301,9 @@ def _uvicorn(name: str, http: str, description: str, variant_of: str | None = No
     argv = Argv("uvicorn", head=("{app}",), listen_tls=_TOY_TLS,
                 options=("--http", http, *ws, "--loop", "uvloop", "--log-level", "warning"),
                 access_log=("--access-log",), no_access_log=("--no-access-log",),
-                workers=("--workers", "{workers}"))
+                workers=("--workers", "{workers}"), listen_uds=("--uds", "{path}"),
+                listen_fd=("--fd", "{fd}"),
+                proxy_headers=("--proxy-headers", "--forwarded-allow-ips", "{trusted}"))
     return ServerSpec(name, "reference", "asgi", "uvicorn", description, argv,
                       frozenset({"http/1.1", "websocket"}), variant_of=variant_of)
 
@@ -280,38 +314,52 @@ def _entries() -> dict[str, ServerSpec]:
         listen_tls=("--bind", "{host}:{port}", "--certfile", "{certfile}", "--keyfile",
                     "{keyfile}"),
         options=("--log-level", "WARNING"), access_log=("--access-logfile", "-"),
-        workers=("--workers", "{workers}"), tail=("{app}",))
+        workers=("--workers", "{workers}"), tail=("{app}",),
+        listen_uds=("--bind", "unix:{path}"), listen_fd=("--bind", "fd://{fd}"))
+    # daphne: Twisted's haproxy: endpoint reads PROXY headers; --proxy-headers takes no proxies.
     daphne = Argv(
         "daphne", listen=("-b", "{host}", "-p", "{port}"),
         listen_tls=("-e", "ssl:{port}:interface={host!t}:privateKey={keyfile!t}:"
                           "certKey={certfile!t}"),
-        options=("-v", "0"), access_log=("--access-log", "-"), tail=("{app}",))
+        options=("-v", "0"), access_log=("--access-log", "-"), tail=("{app}",),
+        listen_uds=("-u", "{path}"), listen_fd=("--fd", "{fd}"),
+        listen_proxy_protocol=("-e", "haproxy:tcp:{port}:interface={host!t}"),
+        proxy_headers=("--proxy-headers",))
     granian = Argv(
         "granian", head=("--interface", "asgi"),
         listen_tls=("--host", "{host}", "--port", "{port}", "--ssl-certificate", "{certfile}",
                     "--ssl-keyfile", "{keyfile}"),
         options=("--loop", "uvloop", "--log-level", "warning"),
         access_log=("--access-log",), no_access_log=("--no-access-log",),
-        workers=("--workers", "{workers}"), tail=("{app}",))
+        workers=("--workers", "{workers}"), tail=("{app}",), listen_uds=("--uds", "{path}"))
     gunicorn = Argv(
         "gunicorn", listen=("--bind", "{host}:{port}"),
         listen_tls=("--bind", "{host}:{port}", "--certfile", "{certfile}", "--keyfile",
                     "{keyfile}"),
         options=("--log-level", "warning"), access_log=("--access-logfile", "-"),
-        workers=("--workers", "{workers}"), threads=_GTHREAD, tail=("{app}",))
+        workers=("--workers", "{workers}"), threads=_GTHREAD, tail=("{app}",),
+        listen_uds=("--bind", "unix:{path}"), listen_fd=("--bind", "fd://{fd}"),
+        listen_activated=(),  # gunicorn/systemd.py: no --bind, then LISTEN_FDS
+        listen_proxy_protocol=("--bind", "{host}:{port}", "--proxy-protocol", "auto",
+                               "--proxy-allow-from", "{trusted}"),
+        proxy_headers=("--forwarded-allow-ips", "{trusted}"))
     # waitress: one process; its main thread does all the socket I/O (asyncore-style) and
     # hands each request to a pool of --threads threads (4 by default). No access log.
+    # X-Forwarded-* only: waitress refuses Forwarded together with them (adjustments.py).
     waitress = Argv("waitress-serve", listen=("--listen={host}:{port}",),
-                    access_log=None, threads=("--threads={threads}",), tail=("{app}",))
+                    access_log=None, threads=("--threads={threads}",), tail=("{app}",),
+                    listen_uds=("--unix-socket={path}",),
+                    proxy_headers=("--trusted-proxy={trusted}", "--trusted-proxy-headers="
+                                   "x-forwarded-for x-forwarded-proto x-forwarded-host "
+                                   "x-forwarded-port"))
     specs = [
-        _toy("toy-raw", "toyservers.raw_asyncio", "ours: HTTP/1.1 parsed by hand on asyncio",
-             protocols=frozenset({"http/1.1", "websocket"})),
+        _toy("toy-raw", "toyservers.raw_asyncio", "ours: HTTP/1.1 parsed by hand on asyncio"),
         _toy("toy-h11", "toyservers.h11_server", "ours: sans-IO HTTP/1.1 with h11"),
         _toy("toy-httptools", "toyservers.httptools_server",
              "ours: llhttp callbacks through httptools"),
         _toy("toy-h2", "toyservers.h2_server",
              "ours: HTTP/2 with h2 (TLS+ALPN, prior knowledge, h2c), HTTP/1.1 by toy-httptools",
-             protocols=frozenset({"http/1.1", "h2", "h2c"})),
+             protocols=frozenset({"http/1.1", "h2", "h2c", "websocket"})),
         _toy("toy-anyio", "toyservers.anyio_server",
              "ours: h11 on anyio streams, task groups and cancel scopes (asyncio)"),
         _one_process(_toy("toy-anyio-trio", "toyservers.anyio_trio", "ours: toy-anyio on trio"),
@@ -324,8 +372,7 @@ def _entries() -> dict[str, ServerSpec]:
              "wsgi", WSGI_THREADS, "toy-wsgi"),
         _uvicorn("uvicorn", "httptools", "uvicorn, httptools + uvloop"),
         _uvicorn("uvicorn-h11", "h11", "uvicorn, h11 + uvloop", "uvicorn"),
-        # uvicorn's WebSocket is the websockets library by default (--ws auto); this row is
-        # its other implementation, as toy-h11 and toy-anyio will use it.
+        # uvicorn's --ws auto is the websockets library; wsproto is what toy-h11 and toy-anyio use
         _uvicorn("uvicorn-wsproto", "httptools", "uvicorn, httptools + uvloop, WebSocket by "
                  "wsproto", "uvicorn", ws=("--ws", "wsproto")),
         ServerSpec("hypercorn", "reference", "asgi", "hypercorn", "hypercorn, asyncio",

@@ -20,7 +20,7 @@ from typing import Any
 
 from toyservers._types import Headers
 from toyservers.config import Config
-from toyservers.proxy import ProxyHeaders
+from toyservers.proxy import ProxyHeaders, trusted_peers
 
 SERVER_NAME = b"toyservers"
 
@@ -39,7 +39,9 @@ class ServerState:
         default_headers_bytes: the same, already framed as ``name: value\\r\\n`` lines.
         server_cert: the PEM certificate the server presents, when it serves TLS.
         cipher_ids: IANA number of each cipher suite by its OpenSSL name, when it serves TLS.
-        proxy: the proxy-header rules (``config.proxy_headers``), else None.
+        trusted: the peers whose forwarding headers and PROXY headers are believed
+            (``config.forwarded_allow_ips``, ``toyservers.proxy.Trusted``), built once here.
+        proxy: the proxy-header rules (``config.proxy_headers``) for ``trusted``, else None.
     """
 
     def __init__(self, app: Any, config: Config, lifespan_state: dict[str, Any]) -> None:
@@ -53,7 +55,8 @@ class ServerState:
         self.refresh_default_headers()
         self.server_cert: str | None = None
         self.cipher_ids: dict[str, int] = {}
-        self.proxy = ProxyHeaders(config.forwarded_allow_ips) if config.proxy_headers else None
+        self.trusted = trusted_peers(config.forwarded_allow_ips)
+        self.proxy = ProxyHeaders(self.trusted) if config.proxy_headers else None
 
     def refresh_default_headers(self) -> None:
         """Recompute the ``Date`` header (RFC 9110 §6.6.1: IMF-fixdate), at most once a second."""

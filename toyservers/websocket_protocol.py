@@ -2,7 +2,9 @@
 the connection after it (``WSProtocol``).
 
 I/O model: an HTTP/1.1 protocol that parsed a request asking ``Upgrade: websocket`` calls
-``upgrade()`` from its ``handle_upgrade()``: the handshake is checked
+``upgrade()`` from its ``handle_upgrade()`` (toy-raw's ``RawHTTPProtocol``, on our engine;
+toy-httptools' ``RequestReader``, on ours too, and toy-h2's HTTP/1.1 side through it;
+toy-h11's ``H11Protocol``, on wsproto): the handshake is checked
 (``websocket.check_handshake``: a bad one gets its 400 or 426 here), an engine is made for
 ``--ws`` (``toyservers``: the project's own ``websocket.Connection``; ``wsproto``: wsproto's),
 and ``switch_protocol`` hands the connection to a ``WSProtocol``, with the bytes read after
@@ -24,7 +26,7 @@ Spec: RFC 6455 §4.2 (handshake), §5.5.2-§5.5.3 (ping, pong), §7.1 (closing: 
 SHOULD close the underlying TCP connection first"), §7.4 (codes); ASGI WebSocket spec 2.4.
 
 Compare with: uvicorn/protocols/websockets/wsproto_impl.py (``WSProtocol``: keepalive pings,
-``shutdown``, ``handle_close``), uvicorn/protocols/http/httptools_impl.py
+``shutdown``, ``handle_close``), uvicorn/protocols/http/httptools_impl.py and h11_impl.py
 (``handle_websocket_upgrade``).
 """
 

@@ -9,7 +9,8 @@ response that keeps it alive, so an idle connection holds no thread. Every read 
 ``timeout_keep_alive`` before a request's first byte, ``timeout_headers`` to the end of its
 head, ``timeout_body`` per pause in its body (408 for a slow head or body). ``http1_parser``
 (sans-IO; toy-raw runs it on asyncio) reads the requests, the rules of ``http1`` answer them,
-``toyservers.wsgi`` is the PEP 3333 glue, and the names are the asyncio servers'.
+``toyservers.wsgi`` is the PEP 3333 glue, ``toyservers.blocking_serving`` the signals and the
+PROXY header (``--proxy-protocol``), and the names are the asyncio servers'.
 
 Deliberately left out (``toyservers/workers.py`` pre-forks): TLS, WebSocket (a handshake gets
 501), ``limit_concurrency``, request trailers reaching the app (checked, dropped), ``sendfile``
@@ -31,17 +32,14 @@ import collections
 import concurrent.futures
 import contextlib
 import logging
-import os
 import queue
 import selectors
-import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 
-from toyservers import access_log, http1, http1_parser, listeners, wsgi
+from toyservers import access_log, blocking_serving, http1, http1_parser, listeners, wsgi
 from toyservers._types import Environ, ExcInfo, Headers, WSGIApp
 from toyservers.config import Config
 from toyservers.http1_parser import BadRequest, BodyReader
@@ -63,10 +61,13 @@ DRAIN = 0.2  # seconds a graceful stop still reads idle connections (as worker_p
 
 
 class BlockingHTTPProtocol:
-    """One client connection: ``sock``, its peer ``client``; one thread at a time owns it."""
+    """One client connection: ``sock``, its peer ``client`` and the ``address`` it reached
+    (a PROXY header's, under ``--proxy-protocol``); one thread at a time owns it."""
 
     def __init__(self, server: WSGIServer, sock: socket.socket, client: tuple[str, int]) -> None:
         self.server, self.config, self.sock, self.client = server, server.config, sock, client
+        self.address = server.address
+        self.proxy_header_due = server.config.proxy_protocol  # read before the first request
         self.buffer = bytearray()  # bytes read and not yet parsed
         self.cycle: RequestResponseCycle | None = None  # the request in flight, if any
         if sock.family != socket.AF_UNIX:  # no Nagle on TCP (a UNIX socket has none)
@@ -90,6 +91,15 @@ class BlockingHTTPProtocol:
         """The next request head, parsed (``http1_parser.parse_request_head``); None when the
         client closes, resets or sends nothing in time. Raises BadRequest (408: a slow head)."""
         config = self.config
+        if self.proxy_header_due:  # --proxy-protocol, before the first request
+            self.proxy_header_due = False
+            header = blocking_serving.proxy_header(self.sock, self.buffer, self.client,
+                                                   self.server.state.trusted,
+                                                   config.timeout_headers)
+            if header is None:  # untrusted, malformed, late or cut: close without a word
+                return None
+            if header.source is not None:  # as if it had connected from there
+                self.client, self.address = header.source, header.destination or self.address
         deadline, started = time.monotonic() + config.timeout_keep_alive, False
         limits = config.max_request_line, config.max_header_size, config.max_headers
         while (head := http1_parser.take_head(self.buffer, *limits)) is None:
@@ -133,7 +143,7 @@ class BlockingHTTPProtocol:
         try:
             return cycle.run_wsgi(wsgi.build_environ(
                 method, version, target, raw_path, query, headers, root_path=config.root_path,
-                server=server.address, client=self.client, proxy=server.state.proxy,
+                server=self.address, client=self.client, proxy=server.state.proxy,
                 body=wsgi.input_stream(cycle.read_body), multithread=server.threaded))
         finally:
             self.cycle = None
@@ -413,15 +423,7 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
     if config.worker_class not in ("sync", "gthread"):
         raise ValueError(f"worker_class is 'sync' or 'gthread', not {config.worker_class!r}")
     if shutdown is None:
-        shutdown = threading.Event()
-        if threading.current_thread() is threading.main_thread():
-            def on_signal(signum: int, frame: object, stop: threading.Event = shutdown) -> None:
-                if stop.is_set():  # uvicorn: a second Ctrl+C does not wait any more
-                    raise KeyboardInterrupt
-                stop.set()
-
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, on_signal)
+        shutdown = blocking_serving.stop_on_signals()
     own, sock = sock is None, sock if sock is not None else listeners.listening_socket(config)
     sock.listen(config.backlog)
     sock.setblocking(False)
@@ -441,10 +443,4 @@ def serve(app: WSGIApp, config: Config, *, sock: socket.socket | None = None,
 
 def run(app: WSGIApp, config: Config) -> None:
     """Block serving ``app``; status 1 and one line if it cannot bind; a 2nd signal exits now."""
-    try:
-        serve(app, config)
-    except OSError as exc:
-        logger.error("cannot listen on %s: %s", listeners.where(config), exc.strerror or exc)
-        sys.exit(1)
-    except KeyboardInterrupt:  # the interpreter would wait for the pool's threads at exit
-        os._exit(1)
+    blocking_serving.run_server(serve, app, config)

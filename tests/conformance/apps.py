@@ -331,25 +331,9 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         return
     elif path in EXTENSION_ROUTES:
         await EXTENSION_ROUTES[path](scope, receive, send)
-    elif path == "/pathsend":
+    elif path in FILE_ROUTES:
         await _read_body(receive)
-        if "http.response.pathsend" not in extensions:
-            await _respond(send, b"http.response.pathsend not offered", status=501)
-            return
-        size = os.path.getsize(SELF_PATH)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-length", str(size).encode())]})
-        await send({"type": "http.response.pathsend", "path": SELF_PATH})
-    elif path == "/zerocopysend":
-        await _read_body(receive)
-        if "http.response.zerocopysend" not in extensions:
-            await _respond(send, b"http.response.zerocopysend not offered", status=501)
-            return
-        size = os.path.getsize(SELF_PATH)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-length", str(size).encode())]})
-        with open(SELF_PATH, "rb") as handle:
-            await send({"type": "http.response.zerocopysend", "file": handle})
+        await file_responses(path, extensions, send)
     else:
         await _read_body(receive)
         await _respond(send, b"not found", status=404)
@@ -428,3 +412,50 @@ EXTENSION_ROUTES: dict[str, Callable[[Scope, Receive, Send], Awaitable[None]]] =
     "/trailers": _trailers,
     "/early-hints": _early_hints,
 }
+
+
+# --- file responses: the pathsend and zerocopysend extensions ----------------------------------
+
+#: The routes of ``file_responses``.
+FILE_ROUTES = frozenset({"/pathsend", "/zerocopysend", "/pathsend-missing"})
+#: A path no file is at (the ``/pathsend-missing`` route sends it).
+MISSING_PATH = os.path.join(os.path.dirname(SELF_PATH), "no-such-file.txt")
+#: The bytes the ``/zerocopysend`` route sends first with an offset (the position untouched).
+ZEROCOPY_HEAD = 100
+
+
+async def file_responses(path: str, extensions: dict[str, Any], send: Send) -> None:
+    """The body from a file (ASGI extensions "Path Send" and "Zero Copy Send"), or 501 where
+    the extension is not in ``scope["extensions"]``:
+
+    - ``/pathsend``: this very file, with its Content-Length, by ``http.response.pathsend``;
+    - ``/zerocopysend``: this file by two ``http.response.zerocopysend`` messages, with the
+      file's position at ``ZEROCOPY_HEAD``: the first with ``offset`` 0 and ``count``
+      ``ZEROCOPY_HEAD`` (the position must not move), the second with neither (from the
+      position to the end): the whole file, in order, when the server keeps both rules;
+    - ``/pathsend-missing``: pathsend of ``MISSING_PATH``; the OSError ``send()`` raises is
+      caught and answered as the body ``pathsend raised <its class name>``.
+    """
+    name = "http.response.zerocopysend" if path == "/zerocopysend" else "http.response.pathsend"
+    if name not in extensions:
+        await _respond(send, f"{name} not offered".encode(), status=501)
+        return
+    size = os.path.getsize(SELF_PATH)
+    if path == "/pathsend-missing":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        try:
+            await send({"type": "http.response.pathsend", "path": MISSING_PATH})
+        except OSError as exc:
+            await send({"type": "http.response.body",
+                        "body": f"pathsend raised {type(exc).__name__}".encode()})
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", str(size).encode())]})
+    if path == "/pathsend":
+        await send({"type": "http.response.pathsend", "path": SELF_PATH})
+        return
+    with open(SELF_PATH, "rb") as handle:
+        handle.seek(ZEROCOPY_HEAD)
+        await send({"type": "http.response.zerocopysend", "file": handle, "offset": 0,
+                    "count": ZEROCOPY_HEAD, "more_body": True})
+        await send({"type": "http.response.zerocopysend", "file": handle})

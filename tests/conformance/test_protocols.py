@@ -1,20 +1,18 @@
-"""WebSocket, HTTP/2 (cleartext, prior knowledge) and the ASGI extensions, where offered
-(trailers and early hints: ``test_extensions.py``).
+"""WebSocket, HTTP/2 (cleartext, prior knowledge) and the ``tls`` extension, where offered
+(trailers and early hints: ``test_extensions.py``; pathsend and zerocopysend:
+``test_file_responses.py``).
 
 An extension counts as offered when the server lists it in ``scope["extensions"]`` over
 HTTP/1.1 *and* the message it names has its effect on the wire.
 
 Spec: ASGI WebSocket spec 2.4; RFC 6455 §4 (opening handshake); RFC 9113 §3.3 (prior
-knowledge); ASGI extensions: ``http.response.pathsend``, ``http.response.zerocopysend``, and
-``tls`` (connection details in the scope of a request that came over TLS). HTTPS: RFC 9110
-§4.2.2, ASGI HTTP scope
-``scheme``.
+knowledge); the ASGI ``tls`` extension (connection details in the scope of a request that
+came over TLS). HTTPS: RFC 9110 §4.2.2, ASGI HTTP scope ``scheme``.
 """
 
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import h2.config
 import h2.connection
@@ -25,7 +23,7 @@ from websockets.sync.client import connect as ws_connect
 
 from tests.conformance import apps
 from tests.conformance.conftest import ConformanceServer, TLSServer
-from tests.conformance.support import HOST, IO_TIMEOUT, Connection, request
+from tests.conformance.support import HOST, IO_TIMEOUT
 
 feature = pytest.mark.feature
 
@@ -78,24 +76,6 @@ def test_h2_scope_http_version(server: ConformanceServer) -> None:
     headers, body = _h2_get(server.port, "/scope")
     assert headers.get(b":status") == b"200"
     assert b'"http_version": "2"' in body
-
-
-@feature("ext-pathsend")
-def test_pathsend_extension(server: ConformanceServer) -> None:
-    with Connection(server.port) as conn:
-        conn.send(request("GET", "/pathsend"))
-        response = conn.read_response()
-    assert response is not None and response.status == 200, response
-    assert response.body == Path(apps.SELF_PATH).read_bytes()
-
-
-@feature("ext-zerocopysend")
-def test_zerocopysend_extension(server: ConformanceServer) -> None:
-    with Connection(server.port) as conn:
-        conn.send(request("GET", "/zerocopysend"))
-        response = conn.read_response()
-    assert response is not None and response.status == 200, response
-    assert response.body == Path(apps.SELF_PATH).read_bytes()
 
 
 def _scope_over_tls(server: TLSServer) -> dict[str, object]:

@@ -61,6 +61,12 @@ FEATURES: list[str] = [
     "app-exception-500",
     "no-response-500",
     "large-download",
+    "proxy-headers",
+    "forwarded",
+    "proxy-protocol",
+    "uds",
+    "fd",
+    "socket-activation",
 ]
 
 #: Servers whose app runs in several threads of one process at once (``wsgi.multithread``
@@ -76,11 +82,22 @@ _EAGER_100 = "sends 100 Continue as soon as the headers arrive, before the app r
 _GUNICORN_EXC_INFO = ("a second start_response with exc_info replaces the status but keeps the"
                       " first call's headers, adding the new ones")
 
+#: Behind a proxy (the rows of test_proxies.py), checked in each server's code. An option that
+#: does not exist is left out of the registry's entry (toyservers/registry.py).
+_GUNICORN_PROXY = {
+    "proxy-headers": "believes X-Forwarded-Proto from --forwarded-allow-ips "
+                     "(secure_scheme_headers) but never X-Forwarded-For: REMOTE_ADDR stays the "
+                     "proxy's (gunicorn/http/wsgi.py)",
+    "forwarded": "no RFC 7239 Forwarded, and REMOTE_ADDR never comes from a header",
+}
+_NO_LISTEN_FDS = "does not read LISTEN_FDS"
+
 UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-wsgi": dict(_SYNC_WORKER),
     "gunicorn": {**_SYNC_WORKER, "expect-100-continue": _EAGER_100,
-                 "exc-info": _GUNICORN_EXC_INFO},
+                 "exc-info": _GUNICORN_EXC_INFO, **_GUNICORN_PROXY},
     "gunicorn-gthread": {
+        **_GUNICORN_PROXY,
         "expect-100-continue": _EAGER_100,
         "exc-info": _GUNICORN_EXC_INFO,
         "short-body-closes": "after a body shorter than the app's Content-Length it keeps the"
@@ -93,6 +110,12 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "large-download": "takes the whole response from the app, buffered (in a temporary"
                           " file past outbuf_overflow) up to outbuf_high_watermark (16 MB by"
                           " default), before the app's thread waits for the client",
+        "forwarded": "trusts Forwarded or X-Forwarded-*, not both (waitress/adjustments.py "
+                     "refuses the two in --trusted-proxy-headers): the registry trusts "
+                     "X-Forwarded-*",
+        "proxy-protocol": "no PROXY protocol option",
+        "fd": "no option: an inherited socket is passed from Python only (serve(sockets=))",
+        "socket-activation": _NO_LISTEN_FDS,
     },
     "wsgiref": {
         "input-to-end": "wsgi.input is the socket's file: read() without a size, readlines()"
@@ -108,6 +131,12 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
                                     " one adds a field (PEP 3333 puts the duty on the app)",
         "malformed-400": "http.server's parsing: a field line without a colon is accepted, and"
                          " a request line of four words gets no response at all",
+        "proxy-headers": "wsgiref.simple_server reads no forwarding headers",
+        "forwarded": "wsgiref.simple_server reads no forwarding headers",
+        "proxy-protocol": "no PROXY protocol support",
+        "uds": "wsgiref.simple_server binds a TCP host and port only",
+        "fd": "wsgiref.simple_server binds a TCP host and port only",
+        "socket-activation": _NO_LISTEN_FDS,
     },
 }
 

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import pytest
 
 from bench.process import ServerProcess, free_port
@@ -103,7 +106,8 @@ def serving(name: str, app: Any, **settings: Any) -> Iterator[int]:
     """Serve ``app`` with toy server ``name`` (its ``serve()``) in a thread of this process, on
     a socket bound to 127.0.0.1 port 0, with ``Config(**settings)`` (access log and lifespan
     off unless asked for); yield the port. Readiness comes from ``serve``'s ``ready`` callback;
-    at the end the server is shut down and its thread joined, each within THREAD_TIMEOUT."""
+    at the end the server is shut down and its thread joined, each within THREAD_TIMEOUT.
+    ``toy-anyio-trio`` runs in ``anyio.run(..., backend="trio")``, the others on asyncio."""
     serve = get(name).load().serve
     settings = {"access_log": False, "lifespan": "off", "timeout_graceful_shutdown": 2.0,
                 **settings}
@@ -112,14 +116,24 @@ def serving(name: str, app: Any, **settings: Any) -> Iterator[int]:
     port: int = sock.getsockname()[1]
     config = Config(host=HOST, port=port, **settings)
     loop = asyncio.new_event_loop()
-    stop = asyncio.Event()
+    stop: Any = asyncio.Event()
     ready = threading.Event()
     errors: list[BaseException] = []
+    token: list[Any] = []  # trio: the token to set ``stop`` from this thread with
+
+    async def on_trio() -> None:
+        nonlocal stop
+        stop = anyio.Event()
+        token.append(anyio.lowlevel.current_token())
+        await serve(app, config, sock=sock, ready=lambda _: ready.set(), shutdown=stop)
 
     def main() -> None:
         try:
-            loop.run_until_complete(serve(app, config, sock=sock, ready=lambda _: ready.set(),
-                                          shutdown=stop))
+            if name == "toy-anyio-trio":
+                anyio.run(on_trio, backend="trio")
+            else:
+                loop.run_until_complete(serve(app, config, sock=sock,
+                                              ready=lambda _: ready.set(), shutdown=stop))
         except BaseException as exc:  # handed to the test below
             errors.append(exc)
             ready.set()
@@ -130,7 +144,10 @@ def serving(name: str, app: Any, **settings: Any) -> Iterator[int]:
     try:
         yield port
     finally:
-        loop.call_soon_threadsafe(stop.set)
+        if token:
+            anyio.from_thread.run_sync(stop.set, token=token[0])
+        else:
+            loop.call_soon_threadsafe(stop.set)
         thread.join(THREAD_TIMEOUT)
         alive = thread.is_alive()
         if not alive:
