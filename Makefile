@@ -70,7 +70,8 @@ h2load:
 # bench servers needs redis-server; bench cluster nginx and haproxy (installed without starting
 # their system services, then run unprivileged); bench profile --profiler callgrind needs
 # valgrind; bench load's bjoern rows need bjoern (built against libev; a failed build is not an
-# error: its rows are then skipped with the reason).
+# error: its rows are then skipped with the reason). bench ws needs only cargo: it builds its
+# load generator (bench/ws-load, Rust) on first use, and without cargo says so in one line.
 bench: $(STAMP) tools
 ifneq ($(filter h2,$(ARGS)),)
 	@$(TOOLS) h2load
@@ -95,10 +96,10 @@ endif
 
 # The figures the pages include: every folder of lessons/results/ is written by one line below,
 # and its results.json records that line's command (tests/test_page_bench_commands.py checks
-# that they agree). About 50 minutes of load and every tool (h2load, redis-server, nginx and
-# haproxy, bjoern for
-# bench load's rows, cargo for the axum row); run it on a quiet machine before a release and
-# commit the folders. A reader's own runs, the pages' commands, write under results/ instead.
+# that they agree). About 55 minutes of load and every tool (h2load, redis-server, nginx and
+# haproxy, bjoern for bench load's rows, cargo for the axum row and bench ws's load
+# generator); run it on a quiet machine before a release and commit the folders. A reader's
+# own runs, the pages' commands, write under results/ instead.
 lesson-results: $(STAMP) tools
 	@$(TOOLS) h2load redis-server nginx haproxy
 	@$(PY) -c 'import _bjoern' 2>/dev/null || { $(TOOLS) libev cc && $(PY) -m pip install -q -e '.[bjoern]'; } \
@@ -120,6 +121,7 @@ lesson-results: $(STAMP) tools
 	$(VENV)/bin/bench conformance --output lessons/results/conformance
 	@$(TOOLS) autobahn
 	$(VENV)/bin/bench autobahn --servers uvicorn,uvicorn-wsproto,hypercorn,daphne,granian --output lessons/results/autobahn
+	$(VENV)/bin/bench ws --duration 5 --runs 3 --warmup 1 --output lessons/results/ws
 
 # The suite runs on two processes (pytest-xdist), one per core: every test uses its own
 # ephemeral ports and servers, and 2 workers halve the wall time on a 2-core machine.

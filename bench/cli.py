@@ -15,7 +15,7 @@ import typer
 #: Modules under ``bench`` whose ``register(app)`` adds a subcommand.
 SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile", "bench.servers",
                "bench.concurrency", "bench.workers", "bench.load", "bench.h2",
-               "bench.cluster", "bench.autobahn", "bench.download")
+               "bench.cluster", "bench.autobahn", "bench.download", "bench.ws")
 
 app = typer.Typer(
     name="bench",

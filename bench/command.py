@@ -93,12 +93,13 @@ def logs_folder(out: Path) -> Path:
     return logs
 
 
-def print_outcome(console: Console, label: str, measurement: Measurement) -> None:
-    """One line for a measured row (its median RPS), one for a skipped row, or a panel with
-    a failed server's log tail."""
+def print_outcome(console: Console, label: str, measurement: Measurement,
+                  unit: str = "requests/s") -> None:
+    """One line for a measured row (its median RPS, in ``unit``), one for a skipped row, or a
+    panel with a failed server's log tail."""
     if measurement.status == "ok":
         rps = summarize([s.rps for s in measurement.measured]).median
-        console.print(f"[green]✓[/] {label}: {rps:,.0f} requests/s")
+        console.print(f"[green]✓[/] {label}: {rps:,.0f} {unit}")
     elif measurement.status == "skipped":
         console.print(f"[yellow]–[/] {label} skipped: {measurement.error}")
     else:
@@ -108,14 +109,15 @@ def print_outcome(console: Console, label: str, measurement: Measurement) -> Non
 
 
 def measure_and_print(contenders: Sequence[Contender], method: Method, pinning: Pinning,
-                      progress: Progress) -> list[Measurement]:
+                      progress: Progress, unit: str = "requests/s") -> list[Measurement]:
     """:func:`bench.rounds.measure_rounds` under one task of ``progress``, then one line per
-    row (:func:`print_outcome`); the measurements in ``contenders``' order."""
+    row (:func:`print_outcome`, its rate in ``unit``); the measurements in ``contenders``'
+    order."""
     task = progress.add_task("starting", total=sum(steps(c, method) for c in contenders))
     measurements = measure_rounds(contenders, method, pinning,
                                   report.RichProgress(progress, task))
     for contender, measurement in zip(contenders, measurements, strict=True):
-        print_outcome(progress.console, contender.label, measurement)
+        print_outcome(progress.console, contender.label, measurement, unit)
     return measurements
 
 

@@ -41,7 +41,7 @@ import pytest
 import typer.main
 
 from bench.cli import app
-from bench.native import ensure_axum, find_cargo
+from bench.native import ensure_axum, ensure_wsload, find_cargo
 from bench.wstest import find_wstest
 from tests.support.pages import BIN, ROOT, blocks, section
 
@@ -62,6 +62,7 @@ TIME_OPTIONS = {
     "conformance": (),
     "autobahn": (),
     "download": (),
+    "ws": ("--duration", "--runs", "--warmup"),
 }
 #: A "Measure it" section's bench commands, all together, take at most this much load, seconds:
 #: rows x (warm-up + runs x duration), with the options as printed.
@@ -70,7 +71,7 @@ MEASURE_IT_SECONDS = 60
 TOOLS = {"layers": ("wrk",), "servers": ("wrk", "redis-server"), "load": ("wrk",),
          "workers": ("wrk",), "h2": ("wrk", "h2load"), "cluster": ("wrk", "nginx", "haproxy"),
          "concurrency": (), "profile": ("wrk",), "conformance": (), "autobahn": (),
-         "download": ()}
+         "download": (), "ws": ()}  # ws drives its own client, built with cargo (checked below)
 
 
 @dataclass(frozen=True)
@@ -307,12 +308,17 @@ def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Pat
     missing = [tool for tool in needed if shutil.which(tool) is None]
     if command.subcommand == "autobahn" and find_wstest() is None:
         missing.append("Autobahn|Testsuite")
+    if command.subcommand == "ws" and find_cargo() is None:
+        missing.append("cargo (bench ws builds its load generator with it)")
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (make test installs it)")
     if command.subcommand == "layers" and "--no-axum" not in command.args and find_cargo():
         # the axum row builds its binary with cargo on first use (minutes on a new machine):
         # build it here, under this test's own timeout, not under the run's below
         build = ensure_axum()
+        assert build.binary is not None, build.note
+    if command.subcommand == "ws":  # likewise its load generator, ws-load
+        build = ensure_wsload()
         assert build.binary is not None, build.note
     out = tmp_path / "out"
     if command.via_make:

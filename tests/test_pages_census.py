@@ -91,6 +91,11 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
         ["test_bench_workers.py::test_exercise_command_runs_as_printed_with_the_solution"],
     ("12-blocking-and-workers.md", "Run it"):
         ["test_bench_workers.py::test_run_it_by_hand_commands_run_as_printed"],
+    ("13-websocket.md", "The opening handshake by hand"):
+        ["test_lessons_ws.py::test_handshake_prints_what_the_page_shows"],
+    ("13-websocket.md", "One frame, byte by byte"):
+        ["test_lessons_ws.py::test_frame_commands_print_what_the_page_shows"],
+    ("13-websocket.md", "Run it"): ["test_lessons_ws.py::test_run_it_commands_run_as_printed"],
     ("14-behind-a-proxy.md", "Why a proxy in front of a sync worker"):
         ["test_lessons_proxy.py::test_the_slow_client_holds_the_sync_worker_but_not_nginx"],
     ("14-behind-a-proxy.md", "Run it"):

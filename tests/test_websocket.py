@@ -144,6 +144,18 @@ def test_unmask_is_its_own_inverse_at_any_offset() -> None:
     assert websocket.unmask(data[:3], key) + websocket.unmask(data[3:], key, 3) == whole
 
 
+def test_unmask_is_the_rfc_xor_byte_by_byte() -> None:
+    """§5.3's definition, byte ``i`` XOR key byte ``i % 4``, for every size up to 9 bytes and
+    every offset into the payload, a bytearray as the parser hands it, and §5.7's example."""
+    key = b"\x37\xfa\x21\x3d"
+    data = os.urandom(9)
+    for size in range(10):
+        for offset in range(8):
+            expected = bytes(b ^ key[(offset + i) % 4] for i, b in enumerate(data[:size]))
+            assert websocket.unmask(bytearray(data[:size]), key, offset) == expected
+    assert websocket.unmask(bytes.fromhex("7f9f4d5158"), key) == b"Hello"
+
+
 @pytest.mark.parametrize("size", [0, 125, 126, 65535, 65536, 70000])
 def test_every_length_form_gives_the_message(size: int) -> None:
     payload = os.urandom(size)

@@ -190,6 +190,7 @@ class WebSocketCycle:
 
     # --- the ASGI interface ---
 
+    # --8<-- [start:receive_send]
     async def receive(self) -> Message:
         """The next event: ``websocket.connect`` first, then ``websocket.receive`` messages,
         then ``websocket.disconnect`` (again on every later call: the app never hangs)."""
@@ -246,6 +247,7 @@ class WebSocketCycle:
                 self.end_http()
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} in state {state!r}")
+    # --8<-- [end:receive_send]
 
     def accept(self, subprotocol: str | None, headers: Any) -> None:
         """The 101 (RFC 6455 §4.2.2): the subprotocol must be one the client offered, the
@@ -288,6 +290,7 @@ class WebSocketCycle:
         self.state = CLOSED
         self.protocol.on_response_complete()
 
+    # --8<-- [start:run_asgi]
     async def run_asgi(self, app: ASGIApp) -> None:
         """Run the app; nothing it raises leaves this Task. What it left undone is finished
         here: an unanswered handshake gets a 500 (a denial response cut short: a close), an
@@ -317,6 +320,7 @@ class WebSocketCycle:
                 self.refuse(500)
         elif self.state is CONNECTED:
             self.close(websocket.INTERNAL_ERROR if failed else websocket.NORMAL)
+    # --8<-- [end:run_asgi]
 
     def start_task(self, app: ASGIApp) -> None:
         """Run the app in its own Task, kept in ``state.tasks`` (see asgi.RequestResponseCycle)."""

@@ -104,6 +104,7 @@ class Handshake(NamedTuple):
     extensions: list[bytes]
 
 
+# --8<-- [start:check_handshake]
 def check_handshake(method: str, headers: Headers) -> Handshake | None:
     """The opening handshake in an HTTP/1.1 request (``headers`` as the parser gives them:
     lowercased names), or None when it asks no ``Upgrade: websocket``: answer it as HTTP.
@@ -137,6 +138,7 @@ def check_handshake(method: str, headers: Headers) -> Handshake | None:
         raise HandshakeError(400, "missing or malformed Sec-WebSocket-Key") from None
     return Handshake(keys[0], _elements(fields, b"sec-websocket-protocol"),
                      [e.encode() for e in _elements(fields, b"sec-websocket-extensions")])
+# --8<-- [end:check_handshake]
 
 
 def _elements(fields: dict[bytes, list[bytes]], name: bytes) -> list[str]:
@@ -168,16 +170,20 @@ def accept_response(key: bytes, subprotocol: str | None, deflate: PerMessageDefl
 # --- frames (§5) ----------------------------------------------------------------------------------
 
 
-def unmask(data: bytes, key: bytes, offset: int = 0) -> bytes:
+# --8<-- [start:unmask]
+XOR_TABLES = [bytes([byte ^ k for byte in range(256)]) for k in range(256)]  # [k][b] is b ^ k
+
+
+def unmask(data: bytes | bytearray, key: bytes, offset: int = 0) -> bytes:
     """XOR ``data`` with ``key`` repeated (§5.3), ``data`` starting ``offset`` bytes into the
-    payload. Python's integers XOR thousands of bytes in one C loop: a 1 MiB payload took
-    3 ms here (timeit), a Python loop over its bytes 168 ms."""
-    size = len(data)
-    if offset % 4:
-        key = key[offset % 4:] + key[:offset % 4]
-    mask = (key * (size // 4 + 1))[:size]
-    return (int.from_bytes(data, "little") ^ int.from_bytes(mask, "little")).to_bytes(
-        size, "little")
+    payload: bytes 0, 4, 8... take key byte 0, and so on, so four slices are each XORed with one
+    byte by ``bytes.translate``'s C loop. timeit, 256 KiB (asyncio's largest read): 0.4 ms; as
+    two ints XORed 0.8-3 ms (the conversions grow faster than the size); a Python loop 37 ms."""
+    out = bytearray(data)
+    for i in range(4):
+        out[i::4] = out[i::4].translate(XOR_TABLES[key[(offset + i) % 4]])
+    return bytes(out)
+# --8<-- [end:unmask]
 
 
 def frame(opcode: int, payload: bytes, rsv1: bool = False) -> bytes:
@@ -267,9 +273,8 @@ class Connection:
         # The message being read: its type, the pieces so far and their size.
         self.message: int | None = None  # TEXT or BINARY, None between messages
         self.compressed = False  # its first frame had RSV1: permessage-deflate
-        self.empty = 0  # its empty fragments so far
         self.parts: list[Any] = []  # str pieces of a text message, bytes of a binary one
-        self.size = 0
+        self.size = self.empty = 0  # its bytes so far (inflated), its empty fragments so far
         self.decoder = codecs.getincrementaldecoder("utf-8")()
 
     def accept(self, subprotocol: str | None, headers: Headers) -> bytes:
@@ -303,12 +308,13 @@ class Connection:
 
     def _take(self, size: int) -> bytes:
         """The next ``size`` bytes of payload (all here), unmasked."""
-        data = unmask(bytes(self.buffer[:size]), self.key, self.offset)
+        data = unmask(self.buffer[:size], self.key, self.offset)
         del self.buffer[:size]
         self.offset += size
         self.remaining -= size
         return data
 
+    # --8<-- [start:read_header]
     def _read_header(self) -> bool:
         """Read a frame header if all of it is here, checked (§5.2); False until it is."""
         buffer = self.buffer
@@ -316,9 +322,8 @@ class Connection:
             return False
         first, second = buffer[0], buffer[1]
         opcode, length = first & 0x0F, second & 0x7F
-        if not second & MASK:  # §5.1: "The server MUST close the connection upon receiving a
-            raise ProtocolError(PROTOCOL_ERROR, "an unmasked client frame")  # frame that is not
-            # masked"
+        if not second & MASK:  # §5.1: a server "MUST close the connection" on an unmasked frame
+            raise ProtocolError(PROTOCOL_ERROR, "an unmasked client frame")
         if opcode not in OPCODES:
             raise ProtocolError(PROTOCOL_ERROR, f"reserved opcode {opcode:#x}")
         if opcode >= CLOSE and (not first & FIN or length > MAX_CONTROL_PAYLOAD):
@@ -340,8 +345,7 @@ class Connection:
         if opcode < CLOSE:
             self._start_data(opcode, length, first)
         self.in_frame, self.fin, self.opcode = True, bool(first & FIN), opcode
-        self.remaining, self.offset = length, 0
-        self.key = bytes(buffer[start:start + 4])
+        self.remaining, self.offset, self.key = length, 0, bytes(buffer[start:start + 4])
         del buffer[:start + 4]
         return True
 
@@ -361,7 +365,9 @@ class Connection:
             self.empty += 1
             if self.empty > MAX_EMPTY_FRAGMENTS:
                 raise ProtocolError(POLICY, "a flood of empty fragments")
+    # --8<-- [end:read_header]
 
+    # --8<-- [start:read_data]
     def _read_data(self) -> Message | None:
         """Unmask, inflate and check what has come of a data frame's payload; the Message once
         the last frame of one has all come."""
@@ -389,6 +395,7 @@ class Connection:
         message = "".join(self.parts) if self.message == TEXT else b"".join(self.parts)
         self.message, self.parts, self.size = None, [], 0
         return Message(message)
+    # --8<-- [end:read_data]
 
     def _inflate(self, data: bytes, last: bool) -> bytes:
         """RFC 7692 §7.2.2: inflate, the sync flush's tail put back after the last frame; past

@@ -70,6 +70,7 @@ def make_engine(name: str, handshake: websocket.Handshake, scope: Scope, config:
     return websocket.Connection(handshake, config.ws_max_size, config.ws_per_message_deflate)
 
 
+# --8<-- [start:upgrade]
 def upgrade(protocol: HTTP1Protocol, scope: Scope, data: bytes, auto: str) -> bool:
     """Take the connection of ``protocol`` for WebSocket, when its request (``scope``, the
     ``http`` scope; ``data``, the bytes after it) is an opening handshake and ``--ws`` is not
@@ -99,6 +100,7 @@ def upgrade(protocol: HTTP1Protocol, scope: Scope, data: bytes, auto: str) -> bo
     ws_scope = websocket_scope(scope, handshake.subprotocols)
     protocol.switch_protocol(WSProtocol(protocol.state, ws_scope, engine), data)
     return True
+# --8<-- [end:upgrade]
 
 
 class WSProtocol(HTTPProtocol):
@@ -140,6 +142,7 @@ class WSProtocol(HTTPProtocol):
         else:  # §4.1): keep what came, read no more
             self.read_events()
 
+    # --8<-- [start:read_events]
     def read_events(self) -> None:
         """Act on the engine's events until it needs more bytes, or ``ws_max_queue`` messages
         wait for the app (then stop reading: ``receive()`` resumes)."""
@@ -165,6 +168,7 @@ class WSProtocol(HTTPProtocol):
             self.flow.pause_reading()
         except websocket.ProtocolError as exc:
             self.after_app(self.fail, exc.code, exc.reason)
+    # --8<-- [end:read_events]
 
     def after_app(self, then: Callable[..., None], *args: Any) -> None:
         """Stop reading, and call ``then`` at the loop's next turn: the app answers the
@@ -183,6 +187,7 @@ class WSProtocol(HTTPProtocol):
         if self.budget > MAX_PINGS:
             raise websocket.ProtocolError(websocket.POLICY, "ping flood")
 
+    # --8<-- [start:close]
     def on_close(self, event: websocket.Close) -> None:
         """The client's close frame: answer it with its code (§5.5.1) unless ours went first,
         tell the app, and close the TCP connection (§7.1.1: the server closes first)."""
@@ -201,6 +206,7 @@ class WSProtocol(HTTPProtocol):
         self.cycle.disconnect(code, reason)
         self.deadline.close()
         self.lingering_close()
+    # --8<-- [end:close]
 
     def resume_reading(self) -> None:
         """The app took a message: act on the events already read, then read the socket."""
