@@ -46,6 +46,7 @@ from tests.support.running import running_server, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPT = ROOT / "lessons" / "transcripts" / "13-rfc8441-frames.txt"
+H2_CLIENT = ROOT / "lessons" / "code" / "13-websocket" / "h2_client.py"  # prints TRANSCRIPT
 MIB = 1024 * 1024
 #: Each WebSocket's query string and the last websocket.disconnect its app's receive() gave.
 DISCONNECTS: queue.Queue[tuple[bytes, dict[str, Any]]] = queue.Queue()
@@ -360,12 +361,12 @@ def test_ping_is_answered_and_the_access_line(loop: FakeClockLoop,
 
 
 def test_the_rfc8441_frame_transcript_is_current() -> None:
-    """``scripts/rfc8441_frames.py`` against toy-h2 serving ``apps.ws_echo`` (no ``date``
-    field, so every run is the same) prints ``lessons/transcripts/13-rfc8441-frames.txt``;
+    """``lessons/code/13-websocket/h2_client.py`` against toy-h2 serving ``apps.ws_echo`` (no
+    ``date`` field, so every run is the same) prints ``lessons/transcripts/13-rfc8441-frames.txt``;
     regenerate with ``UPDATE_TRANSCRIPTS=1`` and review the diff."""
     with serving("toy-h2", ws_echo.app, date_header=False) as port:
-        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "rfc8441_frames.py"),
-                              str(port)], capture_output=True, text=True, timeout=30, cwd=ROOT)
+        out = subprocess.run([sys.executable, str(H2_CLIENT), str(port)], capture_output=True,
+                             text=True, timeout=30, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     if os.environ.get("UPDATE_TRANSCRIPTS") == "1":
         TRANSCRIPT.write_text(out.stdout)

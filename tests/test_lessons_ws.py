@@ -9,7 +9,10 @@
   ``lessons/transcripts/13-ws-frames.txt`` (the 101's ``date`` value aside); regenerate with
   ``UPDATE_TRANSCRIPTS=1 pytest tests/test_lessons_ws.py``.
 - The Autobahn table comes from ``lessons/results/autobahn``, a committed ``bench autobahn``
-  run that has toy-raw's row.
+  run that has toy-raw's row; the ``bench ws`` table from ``lessons/results/ws``, whose
+  figures hold what "Measure it" says of them (it prints none).
+- "WebSocket over HTTP/2" includes the RFC 8441 transcript and the program that prints it
+  (``tests/test_h2_websocket.py`` keeps the transcript current).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ PAGE = ROOT / "lessons" / "13-websocket.md"
 CODE = ROOT / "lessons" / "code" / "13-websocket"
 TRANSCRIPT = ROOT / "lessons" / "transcripts" / "13-ws-frames.txt"
 RESULTS = ROOT / "lessons" / "results" / "autobahn"
+WS_RESULTS = ROOT / "lessons" / "results" / "ws" / "results.json"
 
 
 def without_date(text: str) -> str:
@@ -85,3 +89,30 @@ def test_the_autobahn_table_is_the_committed_run() -> None:
     data = json.loads((RESULTS / "results.json").read_text())
     rows = {row["server"]: row for row in data["rows"]}
     assert "uvicorn" in rows, sorted(rows)
+
+
+def test_the_rfc8441_section_shows_the_transcript_and_its_program() -> None:
+    text = section(PAGE, "WebSocket over HTTP/2 (RFC 8441)")
+    assert '--8<-- "lessons/transcripts/13-rfc8441-frames.txt"' in text
+    assert '--8<-- "lessons/code/13-websocket/h2_client.py:conversation"' in text
+    assert ".venv/bin/python lessons/code/13-websocket/h2_client.py 8000" in " ".join(
+        text.split())
+
+
+def test_what_measure_it_says_of_the_ws_table_holds() -> None:
+    """"Measure it" reads the committed ``bench ws`` run without printing a figure: toy-raw's
+    CPU per message below uvicorn's at every connection count, the wsproto servers' and
+    daphne's above it, and toy-raw's KiB per idle connection under half of uvicorn's."""
+    text = section(PAGE, "Measure it")
+    assert '--8<-- "lessons/results/ws/results.md"' in text
+    data = json.loads(WS_RESULTS.read_text())
+    assert data["settings"]["reference"] == "uvicorn"
+    cost = {(row["server"], row["connections"]): row["cpu_vs_reference"]
+            for row in data["rows"] if row["status"] == "ok"}
+    for connections in data["settings"]["connections"]:
+        assert cost[("toy-raw", connections)] < 100, connections
+        for server in ("uvicorn-wsproto", "hypercorn", "daphne"):
+            assert cost[(server, connections)] > 100, (server, connections)
+    idle = {row["server"]: row for row in data["idle"]}
+    assert idle["toy-raw"]["vs_reference"] < 50, idle["toy-raw"]
+    assert "less than half of uvicorn's" in " ".join(text.split())

@@ -65,7 +65,8 @@ TIME_OPTIONS = {
     "ws": ("--duration", "--runs", "--warmup"),
 }
 #: A "Measure it" section's bench commands, all together, take at most this much load, seconds:
-#: rows x (warm-up + runs x duration), with the options as printed.
+#: rows x (warm-up + runs x duration), with the options as printed; for ``bench ws``, plus its
+#: idle rows x runs x the seconds each run holds its idle connections open.
 MEASURE_IT_SECONDS = 60
 #: The tools a subcommand drives (make test installs them all).
 TOOLS = {"layers": ("wrk",), "servers": ("wrk", "redis-server"), "load": ("wrk",),
@@ -130,11 +131,15 @@ def option(self: PageCommand, name: str) -> int:
     return int(value)  # type: ignore[arg-type]
 
 
-def load_seconds(command: PageCommand, rows: int) -> int:
+def load_seconds(command: PageCommand, rows: int, idle_rows: int = 0, hold: float = 0.0
+                 ) -> float:
     """Seconds of load ``command`` puts on ``rows`` rows as printed: each row's warm-up, then
-    every run (the interleaved rounds run each row once per run)."""
-    return rows * (option(command, "--warmup") + option(command, "--runs")
-                   * option(command, "--duration"))
+    every run (the interleaved rounds run each row once per run); and on ``idle_rows`` (bench
+    ws: one per server), each run's ``hold`` seconds with its idle connections open (a fresh
+    server per run, no warm-up)."""
+    runs = option(command, "--runs")
+    return (rows * (option(command, "--warmup") + runs * option(command, "--duration"))
+            + idle_rows * runs * hold)
 
 
 def parse(page: str, line: str, section: str = "") -> PageCommand | None:
@@ -285,6 +290,8 @@ def check_report(command: PageCommand, data: dict[str, Any]) -> None:
     if command.subcommand == "cluster":  # a table per scenario; "rows" is the hop's
         rows = [*rows, *data["balance"], *data["failover"], *data["rolling"],
                 *data["websocket"]]
+    if command.subcommand == "ws":  # "rows" is the echo's; the idle table has a row per server
+        rows = [*rows, *data["idle"]]
     assert rows, "no row was measured"
     # "skipped" is a row the report explains and a student can fix (bjoern not built, gevent
     # missing: the page says how); "failed" is a server that did not start or answer.
@@ -344,18 +351,21 @@ def check_measure_it_time(command: PageCommand, data: dict[str, Any]) -> None:
     """Every "Measure it" command with ``command``'s key takes its share of a minute of load
     as printed: :data:`MEASURE_IT_SECONDS` over the number of bench commands its section
     prints, from the rows this shortened run measured (skipped ones included: on a machine
-    with bjoern they run)."""
-    if command.subcommand not in ("layers", "servers", "load", "workers", "h2"):
+    with bjoern they run), bench ws's idle rows with theirs."""
+    if command.subcommand not in ("layers", "servers", "load", "workers", "h2", "ws"):
         return  # concurrency and profile have no runs x duration (and no Measure it)
     rows = len(data["rows"])
+    idle_rows = len(data.get("idle", []))  # bench ws: a row per server, unless --idle 0
+    hold = float(data["settings"]["idle_hold_s"]) if idle_rows else 0.0
     for printed in COMMANDS:
         if printed.section != "Measure it" or printed.key() != command.key():
             continue
         share = MEASURE_IT_SECONDS / sum(1 for c in COMMANDS if c.page == printed.page
                                          and c.section == "Measure it")
-        seconds = load_seconds(printed, rows)
+        seconds = load_seconds(printed, rows, idle_rows, hold)
         assert seconds <= share, (
-            f"{printed.page}: {printed.text} puts {seconds} s of load on {rows} rows; a "
+            f"{printed.page}: {printed.text} puts {seconds:g} s of load on {rows} rows"
+            f"{f' and {idle_rows} idle rows' if idle_rows else ''}; a "
             f"Measure it section takes under {MEASURE_IT_SECONDS} s, {share:g} s for this one")
         # what the section says of its one command: "45 seconds of load", "9 rows"
         if share == MEASURE_IT_SECONDS:

@@ -73,6 +73,7 @@ logger = logging.getLogger("toyservers.error")
 VERSION = [(b"sec-websocket-version", b"13")]  # RFC 6455 §4.4: the version we speak
 
 
+# --8<-- [start:check_connect]
 def check_connect(protocol: bytes | None, ended: bool, headers: Headers) -> websocket.Handshake:
     """The opening handshake in an extended CONNECT (``protocol``: its ``:protocol``;
     ``ended``: its HEADERS ended the stream): the subprotocols and extensions offered, and no
@@ -93,6 +94,7 @@ def check_connect(protocol: bytes | None, ended: bool, headers: Headers) -> webs
                                        f"Sec-WebSocket-Version {versions}")
     return websocket.Handshake(b"", websocket._elements(fields, b"sec-websocket-protocol"), [
         e.encode() for e in websocket._elements(fields, b"sec-websocket-extensions")])
+# --8<-- [end:check_connect]
 
 
 def open_stream(owner: StreamOwner, sid: int, scope: Scope,
@@ -122,6 +124,7 @@ def open_stream(owner: StreamOwner, sid: int, scope: Scope,
     stream.cycle.start_task(owner.app)
 
 
+# --8<-- [start:accept]
 class StreamEngine(websocket.Connection):
     """The project's RFC 6455 engine on a stream: its answer to the handshake is the fields of
     a 200 HEADERS (``head``: the subprotocol, permessage-deflate if agreed, the app's fields),
@@ -139,6 +142,7 @@ class StreamEngine(websocket.Connection):
             self.head.append((b"sec-websocket-extensions", self.deflate.response()))
         self.head += headers
         return b""
+# --8<-- [end:accept]
 
 
 class StreamCycle(WebSocketCycle):
@@ -301,6 +305,7 @@ class WebSocketStream:
 
     # --- our side ---
 
+    # --8<-- [start:write]
     def write(self, data: bytes) -> None:
         """Frames for the client (or a denial's body): DATA within its windows, the rest kept
         in ``pending`` until its WINDOW_UPDATE (``wake_sender``). Our close frame is the last:
@@ -317,9 +322,9 @@ class WebSocketStream:
         ``CLOSE_TIMEOUT`` seconds later (a client that never answers or never reads)."""
         self.ending = True
         if self.timer is None and not self.gone:
-            self.timer = self.owner.loop.call_later(CLOSE_TIMEOUT, self.reset,
-                                                    ErrorCodes.CANCEL)
+            self.timer = self.owner.loop.call_later(CLOSE_TIMEOUT, self.reset, ErrorCodes.CANCEL)
         self.send_pending()
+    # --8<-- [end:write]
 
     def send_pending(self) -> None:
         """Frame what is pending as the windows allow, END_STREAM on its last once ``ending``."""

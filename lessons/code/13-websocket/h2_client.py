@@ -1,5 +1,5 @@
-"""A WebSocket over HTTP/2 (RFC 8441), every frame printed both ways: HTTP/2's, and the
-WebSocket frames inside its DATA, byte by byte.
+"""Lesson 13: a WebSocket over HTTP/2 (RFC 8441), every frame printed both ways: HTTP/2's,
+and the WebSocket frames inside its DATA, byte by byte.
 
 The conversation, one step at a time so the frames come in the same order every run:
 
@@ -11,10 +11,10 @@ The conversation, one step at a time so the frames come in the same order every 
 4. our close frame (1000), the server's answer with END_STREAM (RFC 8441 §5: a FIN), then our
    END_STREAM and GOAWAY.
 
-Run: ``.venv/bin/python scripts/rfc8441_frames.py 8000`` against a WebSocket echo on toy-h2
-(``toyserve apps.ws_echo:app --server toy-h2 --port 8000``); the transcript test runs it
-against one that sends no ``date`` field, so every run prints the same bytes
-(``lessons/transcripts/13-rfc8441-frames.txt``).
+Run: ``.venv/bin/python lessons/code/13-websocket/h2_client.py 8000`` against a WebSocket
+echo on toy-h2 (``toyserve apps.ws_echo:app --server toy-h2 --port 8000``); the transcript
+test (``tests/test_h2_websocket.py``) runs it against one that sends no ``date`` field, so
+every run prints the same bytes (``lessons/transcripts/13-rfc8441-frames.txt``).
 
 Spec: RFC 8441 §3-§5; RFC 6455 §5.2 (frame layout), §5.3 (masking), §5.5.1 (close), §5.7
 (examples); RFC 9113 §4.1, §6.
@@ -132,9 +132,10 @@ def main(port: int) -> None:
                         finished = finished or isinstance(event, done)
                     write()
 
+        # --8<-- [start:conversation]
         conn.initiate_connection()
         write()
-        read_until(h2.events.SettingsAcknowledged)
+        read_until(h2.events.SettingsAcknowledged)  # the server's SETTINGS came, and its ACK
         conn.send_headers(1, [(":method", "CONNECT"), (":protocol", "websocket"),
                               (":scheme", "http"), (":path", "/chat"),
                               (":authority", "127.0.0.1"), ("sec-websocket-version", "13")])
@@ -150,6 +151,7 @@ def main(port: int) -> None:
         conn.end_stream(1)
         conn.close_connection()
         write()
+        # --8<-- [end:conversation]
 
 
 if __name__ == "__main__":
