@@ -700,6 +700,25 @@ def test_a_connection_error_closes_in_stages(loop: FakeClockLoop) -> None:
     assert server not in h.state.connections
 
 
+class ResetTransport(HalfClosingTransport):
+    """The peer reset the connection and asyncio has not noticed: shutdown(SHUT_WR) fails."""
+
+    def write_eof(self) -> None:
+        raise OSError(107, "Transport endpoint is not connected")
+
+
+def test_a_reset_peer_is_closed_at_once_on_shutdown(loop: FakeClockLoop) -> None:
+    """Graceful shutdown, the client already gone (an RST not yet read): no half-close
+    possible, the transport just closes, and serve()'s shutdown raises nothing."""
+    h = H2Harness(loop, Recorder())
+    transport = ResetTransport()
+    transport.set_protocol(h.protocol)
+    h.transport = transport
+    h.protocol.transport = transport
+    h.protocol.shutdown()
+    assert transport.closed
+
+
 # --- the hand-over from HTTP/1.1 -------------------------------------------------------------
 
 

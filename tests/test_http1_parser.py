@@ -144,7 +144,7 @@ def test_framing_content_length_chunked_keep_alive_and_expect() -> None:
     assert framing("1.0", (b"connection", b"keep-alive")) == (None, False, True, False)
     assert framing("1.1", (b"expect", b"100-Continue"))[3] is True
     assert framing("1.0", (b"expect", b"100-continue"))[3] is False
-    assert body_framing("1.0", []) == (None, False, False, False, b"")
+    assert body_framing("1.0", []) == (None, False, False, False, b"", False)
 
 
 def test_framing_gives_the_upgrade_field_of_1_1_requests_only() -> None:

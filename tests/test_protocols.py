@@ -399,7 +399,7 @@ def test_chunk_extensions_within_the_limit_are_ignored(connect: Connect) -> None
 
 def test_body_the_app_never_read_is_discarded(connect: Connect) -> None:
     """RFC 9112 §9.3: after a response that left a small request body unread, the server reads
-    and discards the rest before the next request (http1.unread_body_closes)."""
+    and discards the rest before the next request (http1_cycle.unread_body_closes)."""
     paths: list[str] = []
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -511,7 +511,7 @@ def test_no_100_continue_for_http_1_0(connect: Connect) -> None:
 
 def test_no_100_continue_when_the_body_was_never_asked_for(connect: Connect) -> None:
     """RFC 9110 §10.1.1: the server may answer without reading the body; then it closes, and
-    says so (the client may never send the body it offered: http1.unread_body_closes)."""
+    says so (the client may never send the body it offered: http1_cycle.unread_body_closes)."""
     h = connect(hello_app)
     out = h.feed(POST + b"Expect: 100-continue\r\nContent-Length: 5\r\n\r\n")
     assert b"100 Continue" not in out and statuses(out) == [200]

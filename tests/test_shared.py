@@ -350,11 +350,19 @@ def test_http_scope() -> None:
     assert scope["root_path"] == "/api" and scope["query_string"] == b"q=1"
     assert scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
     assert scope["state"] == {"db": "x"} and scope["state"] is not conn.state.lifespan_state
+    # pathsend and zerocopysend on every connection; HTTP/1.1: early hints always, trailers
+    # only when TE lists them (asgi_extensions.offered); HTTP/1.0: neither (no 1xx to it, no
+    # chunked coding)
     files = {"http.response.pathsend": {}, "http.response.zerocopysend": {}}
-    assert scope["extensions"] == files  # offered on every connection, TLS or not
+    assert scope["extensions"] == {**files, "http.response.early_hint": {}}
+    assert http_scope(conn, "GET", "1.1", b"/", b"", [], True)["extensions"] == {
+        **files, "http.response.early_hint": {}, "http.response.trailers": {}}
+    assert http_scope(conn, "GET", "1.0", b"/", b"", [], True)["extensions"] == files
     conn.tls = {"tls_version": 0x0304}
     conn.scope_template = scope_template(conn)  # the tls extension is the connection's
     assert http_scope(conn, "GET", "1.1", b"/", b"", [])["extensions"] == {
+        **files, "tls": {"tls_version": 0x0304}, "http.response.early_hint": {}}
+    assert http_scope(conn, "GET", "1.0", b"/", b"", [])["extensions"] == {
         **files, "tls": {"tls_version": 0x0304}}
 
 

@@ -19,14 +19,15 @@ the reading of HTTP (``websocket_anyio.upgrade``, on wsproto for ``--ws auto``),
 connection's task runs the WebSocket instead: ``websocket_anyio.AnyioWSProtocol``.
 
 Deliberately left out: what toy-h11 leaves out (upgrades other than WebSocket, CONNECT,
-HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.trailers``);
+HTTP/1.0 keep-alive, request trailers beyond checking them, ``http.response.debug``);
 ``sendfile(2)``: anyio's streams have none, so a file body (pathsend, zerocopysend) is read in
-64 KiB pieces; ``--workers`` on trio (the supervisor's workers run asyncio).
+64 KiB pieces; ``--workers`` on trio (the supervisor's workers run asyncio). Early hints and
+response trailers are toy-h11's, through the shared cycle.
 
 Spec: RFC 9112 §2-§3, §5-§7, §9 (persistence, pipelining); RFC 9110 §10.1.1 (Expect), §15.
 ASGI 3.0 HTTP scope and messages (https://asgi.readthedocs.io/en/latest/specs/www.html), the
-TLS, Path Send and Zero Copy Send extensions; lifespan via ``toyservers.lifespan``. anyio's
-cancel scopes and task groups
+TLS, HTTP Trailers, Early Hints (RFC 8297), Path Send and Zero Copy Send extensions; lifespan
+via ``toyservers.lifespan``. anyio's cancel scopes and task groups
 (https://anyio.readthedocs.io/en/stable/cancellation.html).
 
 Compare with: h11's examples/trio-server.py (a task per connection, straight-line reads),

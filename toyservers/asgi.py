@@ -5,7 +5,8 @@ A server module writes its own ``send`` (where its framing meets the app) and th
 ``receive`` that touch its parser; what is the same in every server is written here once:
 
 - ``http_scope``: the ``http`` connection scope, built the same way from the parsed request,
-  on a copy of the connection's ``scope_template`` (what its requests' scopes share);
+  on a copy of the connection's ``scope_template`` (what its requests' scopes share), with
+  the extensions the request is offered (``asgi_extensions.offered``);
 - ``RequestResponseCycle``: the base of each server's cycle. It holds the request body the
   protocol hands in (``body``, ``more_body``, ``wake()``) and the one ``receive()``: 100
   Continue when the app first asks for a body that has not come, ``http.request`` messages,
@@ -39,7 +40,7 @@ from urllib.parse import unquote
 
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.access_log import log_request
-from toyservers.file_response import EXTENSIONS
+from toyservers.asgi_extensions import offered
 from toyservers.proxy import apply_to_scope
 
 if TYPE_CHECKING:
@@ -61,7 +62,9 @@ def scope_template(conn: ServerProtocol) -> dict[str, Any]:
     ``http_scope`` copies it and sets the rest. The keys the request sets are here already
     (as None), in the spec's order: a copy of a dict is cheap, and setting a key it holds is
     cheaper than adding one. A scope built key by key cost 1.3k instructions a request more
-    on toy-httptools (callgrind: 99.6k -> 98.3k with this).
+    on toy-httptools (callgrind: 99.6k -> 98.3k with this). Its ``extensions`` are those of an
+    HTTP/1.1 request without ``TE: trailers`` (``asgi_extensions.offered``), one dict shared by
+    the connection's requests, as ``asgi`` is by all; ``http_scope`` builds another for the rest.
     """
     return {
         "type": "http",
@@ -77,21 +80,21 @@ def scope_template(conn: ServerProtocol) -> dict[str, Any]:
         "query_string": None,
         "headers": None,
         "state": None,
-        # per connection, not per request (its requests share the dict): the file extensions
-        # everywhere, tls over TLS
-        "extensions": {**EXTENSIONS, "tls": conn.tls} if conn.tls is not None else {**EXTENSIONS},
+        "extensions": offered(conn.tls, "1.1", False),
     }
 
 
 def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: bytes,
-               query_string: bytes, headers: Headers) -> Scope:
+               query_string: bytes, headers: Headers, trailers: bool = False) -> Scope:
     """The ASGI ``http`` scope of one request on ``conn``.
 
     ``raw_path`` is the path as received (ASCII bytes, still percent-encoded); the scope's
     ``path`` is it percent-decoded as UTF-8, both prefixed with ``config.root_path``. ``conn``
-    gives ``client``, ``server``, ``scheme`` and ``extensions`` (pathsend, zerocopysend, and
-    tls over TLS: in its ``scope_template``) and the server's state, whose lifespan ``state``
-    is copied, so one request cannot change what the next one sees (ASGI lifespan spec).
+    gives ``client``, ``server``, ``scheme`` and ``extensions`` (in its ``scope_template``)
+    and the server's state, whose lifespan ``state`` is copied, so one request cannot change
+    what the next one sees (ASGI lifespan spec). ``trailers``: the request's TE lists
+    ``trailers`` (``asgi_extensions.accepts_trailers``), so the trailers extension is offered
+    on HTTP/1.1; another version gets its own (``asgi_extensions.offered``).
     """
     state = conn.state
     root_path = state.config.root_path
@@ -107,6 +110,8 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
     scope["query_string"] = query_string
     scope["headers"] = headers
     scope["state"] = state.lifespan_state.copy()
+    if trailers or http_version != "1.1":  # the template's are 1.1's without TE: trailers
+        scope["extensions"] = offered(conn.tls, http_version, trailers)
     if state.proxy is not None:  # believed only from a trusted peer (toyservers.proxy)
         forwarded = state.proxy.resolve(conn.client, headers)
         if forwarded is not None:

@@ -62,12 +62,13 @@ DISCONNECT_HTTP = 1006  # what the app's receive() says after an HTTP answer (uv
 def websocket_scope(scope: Scope, subprotocols: list[str]) -> Scope:
     """The ``websocket`` scope of the handshake request whose ``http`` scope is ``scope``
     (ASGI WebSocket spec: ``method`` goes, ``scheme`` is ws or wss, ``subprotocols`` are the
-    offered ones in order, and the denial response is offered as an extension)."""
+    offered ones in order, and the denial response is offered as an extension; of the HTTP
+    scope's extensions only ``tls`` applies)."""
     ws_scope = dict(scope, type="websocket", subprotocols=subprotocols,
                     scheme="wss" if scope["scheme"] == "https" else "ws")
     del ws_scope["method"]
     extensions = scope.get("extensions", {})  # of those only tls applies to a WebSocket: the rest
-    # (pathsend, zerocopysend) are HTTP response messages
+    # (pathsend, zerocopysend, early hints, trailers) are HTTP response messages
     ws_scope["extensions"] = {"websocket.http.response": {}, **(
         {"tls": extensions["tls"]} if "tls" in extensions else {})}
     return ws_scope

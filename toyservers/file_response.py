@@ -19,8 +19,8 @@ app opened and closes; it may be one of several body messages). A server hands e
   window apply as to any body. Used under TLS, on uvloop, on anyio (its streams have no
   sendfile) and on HTTP/2 (DATA frames are framed in the process).
 
-Both extensions are announced on every connection (``EXTENSIONS``, in the scope template:
-nothing per request): zerocopysend's message behaves "the same as ordinary
+Both extensions are announced on every connection (``asgi_extensions.offered``, in the scope
+template: nothing per request): zerocopysend's message behaves "the same as ordinary
 http.response.body" except for the zero copy, so where no zero copy is possible the read loop
 still honours it, and an app that asked for it gets its body.
 
@@ -58,14 +58,12 @@ import h11
 
 from toyservers import http1
 from toyservers._types import Message
+from toyservers.asgi_extensions import PATHSEND, ZEROCOPYSEND
 
 #: Bytes read per piece by ``send_by_reading``: asyncio's high-water mark (64 KiB), so one piece
 #: fills the write buffer once and ``drain`` waits for the client before the next is read.
 READ_SIZE = 64 * 1024
-PATHSEND, ZEROCOPYSEND = "http.response.pathsend", "http.response.zerocopysend"
 KINDS = frozenset({PATHSEND, ZEROCOPYSEND})
-#: What ``scope["extensions"]`` holds for them on every connection (``asgi.scope_template``).
-EXTENSIONS: dict[str, dict[str, Any]] = {PATHSEND: {}, ZEROCOPYSEND: {}}
 
 Send = Callable[[Message], Awaitable[None]]
 

@@ -13,6 +13,10 @@ Where h11 decides otherwise than our contract (obs-fold, bare LF, repeated Conte
 for any Transfer-Encoding but ``chunked``, chunk extensions), toy-h11 goes with h11: see
 ``tests/hostile/corpus.py``.
 
+ASGI extensions, through the shared cycle: ``tls``, early hints (103) and response trailers
+(``toyservers.asgi_extensions``; h11 writes the trailer section: ``EndOfMessage(headers=...)``),
+pathsend and zerocopysend (``toyservers.file_response``).
+
 WebSocket: a request asking ``Upgrade: websocket`` goes to ``websocket_protocol.upgrade``
 (``handle_upgrade``) with the bytes h11 holds after its head (``conn.trailing_data``), on
 wsproto for ``--ws auto``, as uvicorn's h11 server does.
@@ -20,16 +24,17 @@ wsproto for ``--ws auto``, as uvicorn's h11 server does.
 Deliberately left out: other protocol upgrades (served as plain HTTP), CONNECT
 (501), HTTP/1.0 keep-alive (h11 always closes HTTP/1.0 connections, which RFC 9112 §9.3
 allows), request trailers (h11 parses them; they are checked, then dropped),
-``http.response.trailers``, TLS beyond what asyncio's ``ssl=`` gives; ``sendfile(2)`` for a file
-body (pathsend, zerocopysend) under TLS and on uvloop: read in 64 KiB pieces there.
+``http.response.debug`` (asgiref: not for production), TLS beyond what asyncio's ``ssl=``
+gives; ``sendfile(2)`` for a file body under TLS, on uvloop and before trailers: read in 64
+KiB pieces there.
 
 Spec: RFC 9112 §2-§3 (message and request line), §5 (field syntax), §6-§7 (body length,
 chunked coding), §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §10.1.1 (Expect),
 §15 (status codes), §7.8 (Upgrade); RFC 6455 §4.2 (the opening handshake). ASGI 3.0 HTTP
 connection scope, ``http.request``, ``http.disconnect``,
 ``http.response.start`` and ``http.response.body``
-(https://asgi.readthedocs.io/en/latest/specs/www.html), the Path Send and Zero Copy Send
-extensions (``toyservers.file_response``); WebSocket via ``toyservers.asgi_websocket``;
+(https://asgi.readthedocs.io/en/latest/specs/www.html), the HTTP Trailers, Early Hints (RFC
+8297), Path Send and Zero Copy Send extensions; WebSocket via ``toyservers.asgi_websocket``;
 lifespan via ``toyservers.lifespan``.
 
 Compare with: uvicorn/protocols/http/h11_impl.py (``handle_websocket_upgrade`` too) and h11's

@@ -24,13 +24,15 @@ our SETTINGS say ``ENABLE_CONNECT_PROTOCOL`` (unless ``--ws none``), and an exte
 the requests on the same connection.
 
 Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
-its job), priorities (RFC 9113 §5.3.2 deprecates them), request trailers (dropped), CONNECT
-as a tunnel (501), ``sendfile(2)`` (a file body, pathsend or zerocopysend, is read in 64 KiB
-pieces: DATA frames are built in the process).
+its job, and toy-h2 sends them), priorities (RFC 9113 §5.3.2 deprecates them), request
+trailers (dropped), CONNECT as a tunnel (501), ``sendfile(2)`` (a file body, pathsend or
+zerocopysend, is read in 64 KiB pieces: DATA frames are built in the process),
+``http.response.debug`` (asgiref: not for production).
 
 Spec: RFC 9113 §3 (starting), §5 (streams, flow control), §6.5 (SETTINGS), §6.8 (GOAWAY),
 §8 (HTTP semantics); RFC 7540 §3.2 (h2c); RFC 7541 (HPACK); RFC 7301 (ALPN); RFC 8441
-(WebSocket); ASGI HTTP spec 2.4 and its HTTP Trailers, Path Send and Zero Copy Send extensions.
+(WebSocket); ASGI HTTP spec 2.4 and its HTTP Trailers, Early Hints (RFC 8297), Path Send and
+Zero Copy Send extensions.
 
 Compare with: hypercorn/protocol/h2.py and http_stream.py; h2's asyncio example server."""
 

@@ -9,7 +9,8 @@ the client's windows allow, waiting for its WINDOW_UPDATE, at most ``timeout_bod
 A stream ends on its own (RST_STREAM), the connection going on: RFC 9113 §5.4.2.
 
 Spec: RFC 9113 §5.1 (stream states), §5.2 and §6.9 (flow control), §8.1 (HTTP message
-framing), §8.1.1 (malformed messages); ASGI HTTP spec 2.4 and its HTTP Trailers extension.
+framing), §8.1.1 (malformed messages); ASGI HTTP spec 2.4 and its HTTP Trailers, Early Hints
+(RFC 8297), Path Send and Zero Copy Send extensions.
 
 Compare with: hypercorn/protocol/http_stream.py (``HTTPStream``) beside hypercorn/protocol/h2.py.
 """
@@ -81,8 +82,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     @classmethod
     def open(cls, protocol: StreamOwner, sid: int, scope: Scope, more_body: bool,
              run: bool = True) -> RequestResponseCycle:
-        """Register stream ``sid``'s cycle (trailers offered) and start its app if ``run``."""
-        scope["extensions"] = {**scope.get("extensions", {}), "http.response.trailers": {}}
+        """Register stream ``sid``'s cycle and start its app if ``run``."""
         expect = more_body and http2.expects_continue(scope["headers"])
         protocol.streams[sid] = cycle = cls(protocol, scope, sid, expect)
         cycle.more_body = more_body
@@ -154,10 +154,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
 
     # --8<-- [start:send]
     async def send(self, message: Message) -> None:
-        """``http.response.start``, ``.body``, ``.trailers``, ``.pathsend`` and
-        ``.zerocopysend`` (``toyservers.file_response``: a read loop). Raises
-        ClientDisconnected once the stream is gone, http1.ResponseError for fields
-        ``check_response`` refuses, and RuntimeError for a message out of order."""
+        """``http.response.early_hint`` (a 103 before the start), ``.start``, ``.body``,
+        ``.trailers``, ``.pathsend`` and ``.zerocopysend`` (``toyservers.file_response``: a
+        read loop). Raises ClientDisconnected once the stream is gone, http1.ResponseError for
+        fields ``check_response`` refuses, and RuntimeError for a message out of order."""
         protocol = self.protocol
         if protocol.flow.write_paused and not self.disconnected:
             await protocol.flow.drain()
@@ -165,6 +165,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             raise ClientDisconnected
         kind = message["type"]
         if not self.response_started:
+            if kind == "http.response.early_hint":  # its own HEADERS frame
+                self.conn.send_headers(self.stream_id, self.response.early_hint(message))
+                return protocol.flush()
             if kind != "http.response.start":
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
             self.response.start(message, protocol.state.default_headers)
@@ -179,9 +182,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             if (fields := self.response.trailer(message)) is not None:
                 self.conn.send_headers(self.stream_id, fields, end_stream=True)
                 self.finish()
-        elif kind in file_response.KINDS:  # read in pieces: DATA is framed here, within
-            await file_response.send_file(self.send, message,  # the windows, as any body
-                                          self.scope["method"] == "HEAD")
+        elif kind in file_response.KINDS:  # read in pieces, framed within the windows as any body
+            await file_response.send_file(self.send, message, self.response.no_content)
         else:
             raise RuntimeError(f"unexpected {kind!r} in the response")
     # --8<-- [end:send]

@@ -10,9 +10,8 @@ RFCs say about those bytes is written here once, so the three servers cannot dis
   ``split_target`` (§3.2, the four request-target forms);
 - ``error_response``: the whole response a server sends when it refuses a request, then closes;
 - ``ResponseFramer``: for servers that frame responses by hand (toy-raw, toy-httptools), the
-  status line, the checked fields and the body framing (Content-Length, chunked, or
-  close-delimited for HTTP/1.0).
-
+  status line, the checked fields and the body framing (Content-Length, chunked with or
+  without trailers, or close-delimited for HTTP/1.0).
 Every check quotes the clause it enforces. Nothing here touches a socket or the event loop.
 
 Spec: RFC 9112 §2-§7 and §9; RFC 9110 §5.5-§5.6 (field values, tokens), §6.4.1 (no content),
@@ -91,8 +90,7 @@ LAST_CHUNK = b"0\r\n\r\n"  # RFC 9112 §7.1: last-chunk, then an empty trailer s
 
 def reason(status: int) -> bytes:
     """The registered reason phrase of ``status`` (``b"Not Found"``), or ``b""``."""
-    line = STATUS_LINES[status]
-    return line[13:-2]
+    return STATUS_LINES[status][13:-2]
 
 
 # --- request checks -------------------------------------------------------------------------------
@@ -151,18 +149,6 @@ def head_status(version: str, hosts: list[bytes], te: bytes | None,
         if int(content_length) > max_body:
             status = 413  # RFC 9110 §15.5.14: refused before the body is read
     return status, version
-
-
-def unread_body_closes(expect_100: bool, rest: int | None) -> bool:
-    """Must a response framed before the request body has all come end the connection?
-
-    RFC 9112 §9.3: a connection persists only when every message on it is read to its end, so
-    the server reads the rest and drops it, when the rest is known and small: ``rest`` is the
-    declared bytes still to come (None for a chunked body: its size is unknown). True, and so
-    ``Connection: close``, when ``rest`` is None or over ``HIGH_WATER_LIMIT``, or when the
-    client still waits for a 100 (Continue) never sent (RFC 9110 §10.1.1: it may never send).
-    """
-    return expect_100 or rest is None or rest > HIGH_WATER_LIMIT
 
 
 class BadTarget(ValueError):
@@ -257,7 +243,7 @@ _known_names: dict[bytes, bytes] = {}
 _known_values: set[bytes] = set()
 MAX_KNOWN, MAX_KNOWN_VALUE_SIZE = 1024, 256
 _SPECIAL = frozenset({b"content-length", b"transfer-encoding", b"connection", b"date",
-                      b"server", b"upgrade", b"keep-alive", b"te", b"trailer",
+                      b"server", b"upgrade", b"keep-alive", b"te",
                       b"proxy-connection"})
 
 
@@ -271,11 +257,12 @@ def check_response(status: object, headers: Iterable[tuple[bytes, bytes]],
     which also keeps CR/LF from forging lines). Content-Length must be 1*DIGIT and given once
     (§8.6). The framing belongs to the server: an app's ``Transfer-Encoding: chunked`` is
     dropped (the server chooses chunked itself where it may), any other Transfer-Encoding, an
-    ``Upgrade``, ``Keep-Alive``, ``TE``, ``Trailer`` or ``Proxy-Connection`` field is refused
-    (hop-by-hop fields, RFC 9110 §7.6.1), and ``Connection`` may only say ``close`` or
-    ``keep-alive``. ``default_headers`` (the server's Date and Server) are added after the
-    app's, except a name the app set itself; ``framed_defaults``, the same already framed
-    (``ServerState.default_headers_bytes``), is added as one piece when the app set neither.
+    ``Upgrade``, ``Keep-Alive``, ``TE`` or ``Proxy-Connection`` field is refused (hop-by-hop
+    fields, RFC 9110 §7.6.1; not ``Trailer``: §6.6.2), and ``Connection`` may only say
+    ``close`` or ``keep-alive``. ``default_headers`` (the server's Date and Server) are added
+    after the app's, except a name the app set itself; ``framed_defaults``, the same already
+    framed (``ServerState.default_headers_bytes``), is added as one piece when the app set
+    neither.
 
     Raises ResponseError with what is wrong.
     """
@@ -361,7 +348,8 @@ class ResponseFramer:
       when the body runs over; ``short`` tells the caller it ran under, and it must close);
     - else, when the whole body is in the first message, a Content-Length of its size;
     - else chunked on HTTP/1.1 (§7.1), or on HTTP/1.0 a body ended by closing (§6.3 rule 8);
-    - no content at all after HEAD, 204 and 304 (RFC 9110 §6.4.1), the head as it was given.
+    - no content at all after HEAD, 204 and 304 (RFC 9110 §6.4.1), the head as it was given;
+    - chunked, then a trailer section (RFC 9112 §7.1.2): ``expect_trailers``, then ``end``.
 
     Attributes: ``keep_alive`` (False once the response must end the connection: the caller
     closes after the last body), ``status``, ``head_sent``.
@@ -436,6 +424,19 @@ class ResponseFramer:
                 pieces.append(LAST_CHUNK)
             return pieces
         return [head, body]
+
+    def expect_trailers(self) -> None:
+        """A trailer section will end the message (RFC 9112 §7.1.2): chunked, the app's
+        Content-Length dropped (§6.1: "MUST NOT send a Content-Length header field in any
+        message that contains a Transfer-Encoding"); each body framed as if more came."""
+        if self.remaining is not None:  # its name is at 1 + 4k: after the status line
+            at = self.parts[1::4].index(b"content-length") * 4 + 1
+            del self.parts[at:at + 4]
+            self.remaining = None
+
+    def end(self, lines: list[bytes]) -> list[bytes]:
+        """The last chunk, then the trailer section of ``lines`` (``name: value\\r\\n``)."""
+        return [b"0\r\n", *lines, b"\r\n"]
 
     def continue_bytes(self) -> bytes:
         """``100 Continue`` (RFC 9110 §15.2.1) while no byte of the response is out, else b""

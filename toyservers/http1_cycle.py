@@ -9,9 +9,13 @@ error, is written here once:
   through h11). ``send()`` checks the messages' order, logs the access line, decides on the
   body the client has not sent yet (RFC 9112 §9.3), waits while the client reads slowly
   (``FlowControl.drain``), writes, and ends the response. toy-anyio runs the same ``send()``
-  into an outbox and awaits the write itself. A file body (the pathsend and zerocopysend
-  extensions, ``toyservers.file_response``) goes by ``sendfile``: ``loop.sendfile`` between
-  the head and the chunk lines where the loop and transport allow it, else the read loop.
+  into an outbox and awaits the write itself. The ASGI extensions, each off the hot path in
+  a method of its own: early hints go out as 103 responses before the response
+  (``asgi_extensions``); a response whose start promised trailers ends with its
+  ``http.response.trailers`` (a chunked trailer section where the client said ``TE:
+  trailers``); a file body (pathsend, zerocopysend: ``toyservers.file_response``) goes by
+  ``loop.sendfile`` between the head and the chunk lines where the loop and transport allow
+  it, else (and before trailers) by the read loop.
 - ``HTTP1Protocol``: the base of the three servers' protocol classes, with the one error
   answer, ``send_error(status)`` (HEAD-aware, then one lingering close: RFC 9112 §9.6), the
   deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9) and ``shutdown()``. A
@@ -21,7 +25,8 @@ error, is written here once:
 
 Spec: ASGI HTTP spec 2.4 (https://asgi.readthedocs.io/en/latest/specs/www.html): the
 response events, "send() on a closed connection" raising an ``OSError`` subclass; RFC 9112
-§9.3 (persistence), §9.6 (tear-down); RFC 9110 §10.1.1 (Expect), §15.5.9 (408).
+§9.3 (persistence), §9.6 (tear-down), §7.1.2 (trailer section); RFC 9110 §10.1.1 (Expect),
+§15.5.9 (408); asgiref docs/extensions.rst (HTTP Trailers, Early Hints), RFC 8297 (103).
 
 Compare with: uvicorn/protocols/http/httptools_impl.py and h11_impl.py (``RequestResponseCycle
 .send``, ``send_400_response``, ``on_response_complete``).
@@ -32,9 +37,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from toyservers import access_log, asgi, file_response, http1
+from toyservers import access_log, asgi, asgi_extensions, file_response, http1
 from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
+from toyservers.http1 import HIGH_WATER_LIMIT
 from toyservers.protocol import HTTPProtocol
 from toyservers.state import ServerState
 
@@ -58,7 +64,26 @@ class Framer(Protocol):
     @property
     def short(self) -> bool: ...
 
+    @property
+    def http10(self) -> bool: ...  # the client speaks HTTP/1.0: no 1xx to it (RFC 9110 §15.2)
+
     def continue_bytes(self) -> bytes: ...
+
+    def expect_trailers(self) -> None: ...
+
+    def end(self, lines: list[bytes]) -> list[bytes]: ...
+
+
+def unread_body_closes(expect_100: bool, rest: int | None) -> bool:
+    """Must a response framed before the request body has all come end the connection?
+
+    RFC 9112 §9.3: a connection persists only when every message on it is read to its end, so
+    the server reads the rest and drops it, when the rest is known and small: ``rest`` is the
+    declared bytes still to come (None for a chunked body: its size is unknown). True, and so
+    ``Connection: close``, when ``rest`` is None or over ``HIGH_WATER_LIMIT``, or when the
+    client still waits for a 100 (Continue) never sent (RFC 9110 §10.1.1: it may never send).
+    """
+    return expect_100 or rest is None or rest > HIGH_WATER_LIMIT
 
 
 class ErrorAnswerer(asgi.ServerProtocol, Protocol):
@@ -99,6 +124,7 @@ class HTTP1Protocol(HTTPProtocol):
         super().connection_lost(exc)
         if self.cycle is not None:
             self.cycle.disconnect()  # receive() says http.disconnect, send() raises
+        self.stop_reading()
 
     # --8<-- [start:send_error]
     def send_error(self, status: int) -> None:
@@ -119,8 +145,8 @@ class HTTP1Protocol(HTTPProtocol):
     # --8<-- [end:send_error]
 
     def stop_reading(self) -> None:
-        """Parse no further request: the connection is ending (a subclass with parser state
-        drops it here)."""
+        """Parse no further request: the connection is ending, or lost (a subclass with
+        parser state drops it here)."""
 
     def on_timeout(self, kind: str) -> None:
         """``idle``: close silently (RFC 9112 §9.5). A head or body that came too slowly gets
@@ -159,9 +185,10 @@ class HTTP1Protocol(HTTPProtocol):
 
 class RequestResponseCycle(asgi.RequestResponseCycle):
     """One request and its response on an HTTP/1.1 connection (``asgi.RequestResponseCycle``
-    holds the request body, ``receive()``, ``run_asgi`` and the failure policy)."""
+    holds the request body, ``receive()``, ``run_asgi`` and the failure policy); the ASGI
+    extensions' messages go to methods of their own (see the module docstring)."""
 
-    __slots__ = ("framer",)
+    __slots__ = ("framer", "trailers", "section", "body_complete")
     protocol: HTTP1Protocol
 
     def __init__(self, protocol: HTTP1Protocol, scope: Scope, framer: Framer,
@@ -169,6 +196,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         # the base's __init__ named, not super(): 0.6k instructions a request less (callgrind)
         asgi.RequestResponseCycle.__init__(self, protocol, scope, expect_100)
         self.framer = framer
+        self.trailers: list[bytes] | None = None  # the trailer lines, once trailers are promised
+        # section and body_complete are set by promise_trailers and read only after it: a
+        # response without trailers pays for one store here, not three
 
     def write_continue(self) -> None:
         if data := self.framer.continue_bytes():
@@ -189,7 +219,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         Raises ClientDisconnected once the client is gone, http1.ResponseError for what
         ``check_response`` refuses or a body that breaks its Content-Length, and RuntimeError
         for a message out of order. (One method, not a framing helper it calls: the call cost
-        1.0k of 126.1k instructions a request on toy-httptools, callgrind.)
+        1.0k of 126.1k instructions a request on toy-httptools, callgrind.) The extensions'
+        messages go to methods of their own, off this path.
         """
         protocol = self.protocol
         if protocol.flow.write_paused and not self.disconnected:
@@ -200,23 +231,32 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         framer = self.framer
         if not self.response_started:
             if kind != "http.response.start":
+                if kind == "http.response.early_hint":
+                    return self.send_early_hint(message)
                 raise RuntimeError(f"expected 'http.response.start', got {kind!r}")
             # Checked before anything is marked or written: a mistake here still gets a 500.
             state = protocol.state
             framer.start(message["status"], message.get("headers", ()),
                          state.default_headers, state.default_headers_bytes)
+            if "trailers" in message and message["trailers"]:
+                self.promise_trailers()
             self.response_started = True
             if protocol.access_log:
                 log_access(protocol.client, self.scope, framer.status)
             return
         if kind != "http.response.body" or self.response_complete:
-            if kind in file_response.KINDS and not self.response_complete:
-                return await self.send_file(message)  # off the common path: no cost to it
+            if not self.response_complete:  # the extensions, off the common path
+                if kind in file_response.KINDS:
+                    return await self.send_file(message)
+                if kind == "http.response.trailers" and self.trailers is not None:
+                    return self.send_trailers(message)
             raise RuntimeError(f"unexpected ASGI message {kind!r} after the response started")
         more_body = message.get("more_body", False)
-        if self.more_body and not framer.head_sent and http1.unread_body_closes(
+        if self.more_body and not framer.head_sent and unread_body_closes(
                 self.expect_100, protocol.unread_body()):
             framer.keep_alive = False  # RFC 9112 §9.3: the rest is too much, or may never come
+        if self.trailers is not None:  # the response ends with its trailers
+            return self.send_body_before_trailers(message.get("body", b""), more_body)
         pieces = framer.body(message.get("body", b""), more_body)
         if not more_body:
             # RFC 9112 §6.3: the client would wait for bytes never sent (the property is
@@ -231,6 +271,56 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             protocol.on_response_complete()
     # --8<-- [end:send]
 
+    def send_early_hint(self, message: Message) -> None:
+        """``http.response.early_hint`` (any number, before ``http.response.start``:
+        ``asgi_extensions``): a 103 (Early Hints) interim response, one Link field a link (RFC
+        8297 §2), written as bytes by every framer (h11 would take a 1xx for the answer to
+        ``Expect: 100-continue`` and never send the 100). Nothing goes to an HTTP/1.0 client,
+        which is not offered the extension (RFC 9110 §15.2). Raises http1.ResponseError."""
+        links = asgi_extensions.check_links(message.get("links", ()))
+        if not self.framer.http10:
+            self.protocol.transport.write(asgi_extensions.early_hints(links))
+
+    def promise_trailers(self) -> None:
+        """``trailers: True`` in ``http.response.start``: the response ends with its
+        ``http.response.trailers``. Where the extension was offered (the client said ``TE:
+        trailers``: ``asgi_extensions.offered``) and the response has content, they make its
+        trailer section (``framer.expect_trailers``); elsewhere they are checked and dropped,
+        as hypercorn and uvicorn do. No content (HEAD, 204, 304), no trailers: RFC 9110 §6.4.1."""
+        self.trailers, self.body_complete = [], False
+        self.section = asgi_extensions.TRAILERS in (self.scope.get("extensions") or ()) and not (
+            self.framer.no_body)
+        if self.section:
+            self.framer.expect_trailers()
+
+    def send_body_before_trailers(self, body: bytes, more_body: bool) -> None:
+        """An ``http.response.body`` of a response that ends with trailers: framed as if more
+        came when a trailer section will end the message (``end`` frames it), else as usual."""
+        if self.body_complete:
+            raise RuntimeError("unexpected 'http.response.body' after the last one")
+        framer = self.framer
+        pieces = framer.body(body, more_body or self.section)
+        if not more_body and framer.remaining and framer.short:
+            raise http1.ResponseError("response body shorter than its Content-Length")
+        self.body_complete = not more_body
+        self.protocol.transport.writelines(pieces)
+
+    def send_trailers(self, message: Message) -> None:
+        """``http.response.trailers`` after the last body: its fields gathered
+        (``asgi_extensions.check_trailers``: http1.ResponseError for a field a trailer may not
+        carry: run_asgi then closes the connection, the response cut short) until one says no
+        ``more_trailers``; then the trailer section, and the response is complete."""
+        if not self.body_complete:
+            raise RuntimeError("'http.response.trailers' before the last 'http.response.body'")
+        assert self.trailers is not None  # promised
+        self.trailers += asgi_extensions.check_trailers(message.get("headers", ()))
+        if message.get("more_trailers", False):
+            return
+        self.response_complete = True
+        self.wake()
+        self.protocol.transport.writelines(self.framer.end(self.trailers) if self.section else [])
+        self.protocol.on_response_complete()
+
     async def send_file(self, message: Message) -> None:
         """``http.response.pathsend`` or ``.zerocopysend`` (``toyservers.file_response``):
         ``sendfile(2)`` where ``file_response.can_sendfile`` says the transport allows it, else
@@ -240,7 +330,9 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         sent = 0
         try:
             file_response.check_length(self.framer, body)
-            if file_response.can_sendfile(self.protocol.transport) and not self.framer.no_body:
+            # a response ending with trailers: the read loop, its pieces framed as any body
+            if self.trailers is None and not self.framer.no_body and file_response.can_sendfile(
+                    self.protocol.transport):
                 sent = await self.sendfile(body)
             else:
                 sent = await file_response.send_by_reading(self.send, body, self.framer.no_body)
@@ -255,7 +347,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         written, so a Content-Length the file breaks is refused while a 500 can still go.
         Returns the bytes sent. Raises ClientDisconnected, http1.ResponseError."""
         protocol, framer = self.protocol, self.framer
-        if self.more_body and not framer.head_sent and http1.unread_body_closes(
+        if self.more_body and not framer.head_sent and unread_body_closes(
                 self.expect_100, protocol.unread_body()):
             framer.keep_alive = False  # RFC 9112 §9.3, as in send()
         pieces: list[bytes | file_response.FileBody] = list(framer.body(b"", True))

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from toyservers import http1
 from toyservers._types import Headers
+from toyservers.asgi_extensions import accepts_trailers
 from toyservers.http1 import HEAD_BYTES, HIGH_WATER_LIMIT, TCHAR
 
 HEX_DIGITS = b"0123456789abcdefABCDEF"
@@ -175,22 +176,24 @@ def parse_request_head(head: bytes, max_request_line: int = 8192, max_header_siz
 
 # --8<-- [start:body_framing]
 FRAMING_FIELDS = frozenset({b"content-length", b"transfer-encoding", b"host", b"connection",
-                            b"expect", b"upgrade"})
+                            b"expect", b"upgrade", b"te"})  # TE: may the response trail?
 _known_hosts: set[bytes] = set()  # Host values found valid (up to 1,024, of up to 255 bytes)
 
 
 def body_framing(http_version: str, headers: Headers
-                 ) -> tuple[int | None, bool, bool, bool, bytes]:
+                 ) -> tuple[int | None, bool, bool, bool, bytes, bool]:
     """How the request body ends, and whether the connection persists (RFC 9112 §6, §9.3):
-    ``(content_length or None, chunked, keep_alive, expect_100, upgrade)``: ``expect_100``
-    when the client waits for ``100 Continue`` (RFC 9110 §10.1.1), ``upgrade`` the Upgrade
-    field's value (b"" without one, and in HTTP/1.0, which RFC 9110 §7.8 says to ignore).
+    ``(content_length or None, chunked, keep_alive, expect_100, upgrade, trailers)``:
+    ``expect_100`` when the client waits for ``100 Continue`` (RFC 9110 §10.1.1), ``upgrade``
+    the Upgrade field's value (b"" without one, and in HTTP/1.0, which RFC 9110 §7.8 says to
+    ignore), ``trailers`` when TE lists them (``asgi_extensions.accepts_trailers``).
     BadRequest: 400 for bad framing or Host (``http1.host_status``), 501 for a coding but
     chunked (``http1.transfer_coding_status``)."""
     content_length: int | None = None
     hosts: list[bytes] = []
     codings: list[bytes] = []  # the Transfer-Encoding lines: one list (RFC 9110 §5.3)
     connection = expect = upgrade = b""
+    trailers = False
     for name, value in headers:
         if name not in FRAMING_FIELDS:  # most fields: one set lookup
             continue
@@ -209,6 +212,8 @@ def body_framing(http_version: str, headers: Headers
             connection += b"," + value
         elif name == b"upgrade":
             upgrade += b"," + value if upgrade else value
+        elif name == b"te":  # its lines, one list (RFC 9110 §5.3)
+            trailers = trailers or accepts_trailers(value)
         else:
             expect = value
     # A Host value already found valid skips the regular expression (the set holds only values
@@ -231,7 +236,7 @@ def body_framing(http_version: str, headers: Headers
         keep_alive = http_version == "1.1"
     expect_100 = bool(expect) and http_version == "1.1" and expect.lower() == b"100-continue"
     return content_length, bool(codings), keep_alive, expect_100, \
-        upgrade if http_version == "1.1" else b""
+        upgrade if http_version == "1.1" else b"", trailers
 # --8<-- [end:body_framing]
 
 

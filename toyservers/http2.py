@@ -42,7 +42,7 @@ from h2.errors import ErrorCodes
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
-from toyservers import http1
+from toyservers import asgi_extensions, http1
 from toyservers._types import Headers, Message, Scope
 
 PREFACE = http1.H2_PREFACE_BYTES  # RFC 9113 §3.4, the client's first 24 bytes
@@ -188,21 +188,17 @@ def expects_continue(headers: Iterable[tuple[bytes, bytes]]) -> bool:
 def response_head(status: int, headers: Iterable[tuple[bytes, bytes]],
                   default_headers: Headers) -> Headers:
     """The HEADERS of a response: ``:status`` and the app's fields as ``http1.check_response``
-    checks them (raises http1.ResponseError), with the server's defaults. A ``Trailer`` field,
-    hop-by-hop on HTTP/1.1, is allowed here (RFC 9110 §6.6.2): it announces the trailers."""
-    headers = list(headers)
-    trailer = [h for h in headers if h[0].lower() == b"trailer"]
-    lines = http1.check_response(status, [h for h in headers if h not in trailer],
-                                 default_headers).lines  # name, b": ", value, b"\r\n" each
-    return [(b":status", b"%d" % status), *((b"trailer", v) for _, v in trailer),
-            *zip(lines[::4], lines[2::4], strict=True)]
+    checks them (raises http1.ResponseError), with the server's defaults."""
+    lines = http1.check_response(status, headers, default_headers).lines  # name, ": ", ...
+    return [(b":status", b"%d" % status), *zip(lines[::4], lines[2::4], strict=True)]
 
 
 class Response:
     """One stream's response as the app's ASGI messages build it (ASGI HTTP spec 2.4 and its
-    HTTP Trailers extension), sans I/O: ``start`` turns ``http.response.start`` into the
-    HEADERS fields (``head``, held until the first body frames it), ``body`` says what an
-    ``http.response.body`` frames, ``trailer`` gathers ``http.response.trailers``. Raises
+    HTTP Trailers and Early Hints extensions), sans I/O: ``start`` turns
+    ``http.response.start`` into the HEADERS fields (``head``, held until the first body
+    frames it), ``body`` says what an ``http.response.body`` frames, ``trailer`` gathers
+    ``http.response.trailers``, ``early_hint`` gives a 103's fields. Raises
     RuntimeError for a message out of order, http1.ResponseError for a field or body the
     response may not carry."""
 
@@ -233,6 +229,12 @@ class Response:
         head, self.head = self.head, None
         return head, b"" if self.no_content else body, not more_body and not self.trailers
 
+    def early_hint(self, message: Message) -> Headers:
+        """The fields of ``http.response.early_hint``'s 103 (RFC 8297), for a HEADERS frame
+        without END_STREAM before the response's own (RFC 9113 §8.1: interim responses)."""
+        links = asgi_extensions.check_links(message.get("links", ()))
+        return [(b":status", b"103"), *((b"link", link) for link in links)]
+
     def trailer(self, message: Message) -> Headers | None:
         """The trailer fields once the last ``http.response.trailers`` came, else None."""
         if not (self.trailers and self.body_sent):
@@ -242,8 +244,9 @@ class Response:
 
 
 def trailer_fields(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
-    """An ``http.response.trailers`` message's fields, checked as a head's (RFC 9110 §6.5)."""
-    lines = http1.check_response(200, headers, []).lines
+    """An ``http.response.trailers`` message's fields, checked as a head's, without those a
+    trailer may not carry (``asgi_extensions.check_trailers``: RFC 9110 §6.5.1)."""
+    lines = asgi_extensions.check_trailers(headers)
     return list(zip(lines[::4], lines[2::4], strict=True))
 
 
@@ -255,13 +258,15 @@ def error_head(status: int, default_headers: Headers, length: int) -> Headers:
 
 def h2c_upgrade(scope: Scope) -> tuple[bytes, Scope] | None:
     """An ``Upgrade: h2c`` request's decoded HTTP2-Settings and its scope as HTTP/2 sees it
-    (``http_version`` "2", no connection-specific fields: RFC 9113 §8.2.2), or None when it
-    may not be upgraded (``h2c_settings``). The scope is changed in place."""
+    (``http_version`` "2", no connection-specific fields: RFC 9113 §8.2.2, HTTP/2's
+    extensions: ``asgi_extensions.offered``), or None when it may not be upgraded
+    (``h2c_settings``). The scope is changed in place."""
     settings = h2c_settings(scope)
     if settings is None:
         return None
     scope["http_version"], scope["headers"] = "2", [
         (n, v) for n, v in scope["headers"] if n not in CONNECTION_SPECIFIC]
+    scope["extensions"] = asgi_extensions.offered(scope["extensions"].get("tls"), "2", True)
     return settings, scope
 
 

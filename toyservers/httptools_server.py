@@ -17,12 +17,14 @@ message, wsproto's 30.5 (26.3k against 14.7k messages/s).
 
 Deliberately left out: other protocol upgrades (an ``Upgrade`` that is no WebSocket handshake
 is answered as HTTP/1.1, then the connection closes; toy-h2 takes h2c), ``CONNECT`` (501),
-transfer codings but chunked (501), request trailers (dropped), uvicorn's extras;
-``sendfile(2)`` on uvloop (no ``loop.sendfile``) and under TLS: a file body is read in pieces.
+transfer codings but chunked (501), request trailers (dropped), uvicorn's extras,
+``http.response.debug``; ``sendfile(2)`` on uvloop (no ``loop.sendfile``), under TLS and
+before trailers: a file body is read in pieces.
 
 Spec: RFC 9112 §2-§7 (syntax, target forms, fields, body length, chunked), §9 (persistence,
-pipelining); RFC 9110 §5.5, §7.8, §8.6, §10.1.1, §15; RFC 6585 §5; RFC 6455 §4.2; ASGI HTTP (with
-Path Send, Zero Copy Send) and WebSocket 2.4, Lifespan 2.0 (asgi.readthedocs.io/en/latest/specs).
+pipelining); RFC 9110 §5.5, §7.8, §8.6, §10.1.1, §15; RFC 6585 §5; RFC 6455 §4.2; RFC 8297; ASGI
+HTTP (its Trailers, Early Hints, Path Send, Zero Copy Send: the shared ``http1_cycle``) and
+WebSocket 2.4, Lifespan 2.0 (asgi.readthedocs.io/en/latest/specs).
 
 Compare with: uvicorn/protocols/http/httptools_impl.py and flow_control.py.
 """
@@ -34,7 +36,7 @@ from typing import Any
 
 import httptools
 
-from toyservers import http1, websocket_protocol
+from toyservers import asgi_extensions, http1, websocket_protocol
 from toyservers._server import run_server, serve_protocol
 from toyservers._types import ASGIApp, Scope
 from toyservers.asgi import at_concurrency_limit, http_scope
@@ -46,7 +48,7 @@ from toyservers.state import ServerState
 # --- Constants ------------------------------------------------------------------------------------
 
 NO_MESSAGE, IN_HEAD, IN_BODY = 0, 1, 2  # where llhttp is: between messages, in a head, in a body
-FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect"})  # ours too
+FRAMING = frozenset({b"host", b"content-length", b"transfer-encoding", b"expect", b"te"})
 H2_PREFACE = "Pause on PRI/Upgrade"  # llhttp's reason for "PRI * HTTP/2.0", HTTP/2's preface
 CHUNK_LINE_LIMIT = MAX_CHUNK_LINE + 2  # with its CRLF
 WS_ENGINE = "toyservers"  # --ws auto: our RFC 6455 engine, the faster (module docstring)
@@ -73,7 +75,7 @@ class RequestReader(HTTP1Protocol):
         "parser", "max_headers", "max_header_size", "max_body", "pipeline", "driving",
         "reading_stopped", "queued_error", "error_status", "phase", "messages", "piece",
         "trailer_size", "url", "headers", "head_seen", "body_size", "framing", "line_bytes",
-        "hosts", "te", "content_length", "expect", "parsing", "good_host",
+        "hosts", "te", "content_length", "expect", "parsing", "good_host", "trailers",
     )
 
     def __init__(self, state: ServerState) -> None:
@@ -106,7 +108,7 @@ class RequestReader(HTTP1Protocol):
         self.messages += 1
         self.head_seen = self.body_size = self.framing = 0
         self.te = self.content_length = None
-        self.expect = False
+        self.expect = self.trailers = False  # Expect: 100-continue; TE lists trailers
 
     def on_url(self, url: bytes) -> None:
         self.url += url  # RFC 9112 §3: a request line too long to parse gets 414
@@ -133,6 +135,8 @@ class RequestReader(HTTP1Protocol):
                 self.content_length = value  # llhttp checked it: 1*DIGIT, only one
             elif name == b"transfer-encoding":  # RFC 9110 §5.3: lines combine with commas
                 self.te = value if self.te is None else self.te + b"," + value
+            elif name == b"te":  # RFC 9110 §10.1.4: may the response carry trailers?
+                self.trailers = self.trailers or asgi_extensions.accepts_trailers(value)
             elif value.lower() == b"100-continue":
                 self.expect = True
     # --8<-- [end:head_callbacks]
@@ -168,7 +172,7 @@ class RequestReader(HTTP1Protocol):
                 raw_path, query = http1.split_target(method, url)
             except http1.BadTarget:
                 self.stop_parsing(400)  # RFC 9112 §3.2: none of the four request-target forms
-        scope = http_scope(self, method, version, raw_path, query, self.headers)
+        scope = http_scope(self, method, version, raw_path, query, self.headers, self.trailers)
         # RFC 9110 §10.1.1: 100 (Continue) only when a body is expected, and never to 1.0.
         expect = self.expect and version == "1.1" and (
             te is not None or self.content_length not in (None, b"0"))
@@ -311,10 +315,6 @@ class HttpToolsProtocol(RequestReader):
     def keep_paused(self) -> bool:
         parsing = self.parsing  # requests waiting their turn, or an app behind on its body
         return bool(self.pipeline) or (parsing is not None and len(parsing.body) > HIGH_WATER_LIMIT)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.stop_reading()
 
     def shutdown(self) -> None:
         """Close now if idle; else finish the request in flight (and its body) with

@@ -171,7 +171,11 @@ class HTTPProtocol(asyncio.Protocol):
         if not transport.can_write_eof() or transport.is_closing():
             transport.close()
             return
-        transport.write_eof()
+        try:
+            transport.write_eof()
+        except OSError:  # the peer reset the connection, asyncio has not seen it yet: ENOTCONN
+            transport.close()
+            return
         transport.set_protocol(_Lingering(self))
         transport.resume_reading()  # a no-op unless reading was paused
         self.loop.call_later(LINGER, transport.close)

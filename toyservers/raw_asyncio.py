@@ -14,18 +14,23 @@ WebSocket: a request asking ``Upgrade: websocket`` goes to ``websocket_protocol.
 hands the connection to a ``WSProtocol`` speaking the project's own RFC 6455
 (``toyservers.websocket``).
 
+ASGI extensions, through the shared cycle: ``tls``, early hints (103) and response trailers
+(to a client that said ``TE: trailers``: ``toyservers.asgi_extensions``), pathsend and
+zerocopysend (``toyservers.file_response``).
+
 Deliberately left out: the upgrade to h2c, request trailers reaching the app (they
-are checked and dropped: ASGI has no event for them), response trailers, decoding any transfer
-coding but chunked (others get 501), the CONNECT tunnel, answering a client that half-closed
-its side (its FIN counts as a disconnect, as in uvicorn), and ``sendfile(2)`` on uvloop and
-under TLS (a file body is read in 64 KiB pieces there: ``toyservers.file_response``). Proxy
-headers are read once for every server, in ``asgi.http_scope`` (``toyservers.proxy``).
+are checked and dropped: ASGI has no event for them), decoding any transfer coding but chunked
+(others get 501), the CONNECT tunnel, answering a client that half-closed its side (its FIN
+counts as a disconnect, as in uvicorn), ``http.response.debug`` (asgiref: "not meant to be
+used in production ... ASGI servers should not implement it"), and ``sendfile(2)`` on uvloop,
+under TLS and before trailers (a file body is read in 64 KiB pieces there). Proxy headers are
+read once for every server, in ``asgi.http_scope`` (``toyservers.proxy``).
 
 Spec: RFC 9112 §2.2 (message parsing), §3 (request line), §5 (field lines), §6 (message body
 length), §7.1 (chunked coding), §9 (connection management); RFC 9110 §5.5 and §5.6.2 (field
 values, tokens), §10.1.1 (Expect), §15.2 (1xx); ASGI 3.0 HTTP connection scope and events,
-spec version 2.4 (https://asgi.readthedocs.io/en/latest/specs/www.html), and its Path Send and
-Zero Copy Send extensions.
+spec version 2.4 (https://asgi.readthedocs.io/en/latest/specs/www.html), and asgiref's
+extensions (trailers: RFC 9112 §7.1.2; early hints: RFC 8297; Path Send; Zero Copy Send).
 
 Compare with: uvicorn/protocols/http/httptools_impl.py (the same skeleton; there, llhttp does the
 parsing this module does by hand).
@@ -106,10 +111,6 @@ class RawHTTPProtocol(HTTP1Protocol):
             logger.debug("400 to %s: %s", self.client, exc)
             self.send_error(400)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.phase = CLOSED
-
     def eof_received(self) -> None:
         # A FIN cannot tell "done sending" from "gone", and apps wait on http.disconnect to stop
         # work for a client that left: like uvicorn we take it as gone (asyncio then closes).
@@ -136,7 +137,8 @@ class RawHTTPProtocol(HTTP1Protocol):
             self.deadline.clear()
         method, target, version, headers = parse_request_head(
             head, config.max_request_line, config.max_header_size, config.max_headers)
-        content_length, chunked, keep_alive, expect_100, upgrade = body_framing(version, headers)
+        content_length, chunked, keep_alive, expect_100, upgrade, trailers = body_framing(
+            version, headers)
         # Origin-form, split as split_target's first case does (a test compares): 129.1k -> 128.4k
         if target[:1] == b"/" and method != "CONNECT" and http1.FRAGMENT not in target:
             raw_path, _, query = target.partition(b"?")
@@ -146,7 +148,7 @@ class RawHTTPProtocol(HTTP1Protocol):
                 raise BadRequest(501, "CONNECT is not implemented")
         if config.max_body_size is not None and (content_length or 0) > config.max_body_size:
             raise BadRequest(413, "request body too large")
-        scope = asgi.http_scope(self, method, version, raw_path, query, headers)
+        scope = asgi.http_scope(self, method, version, raw_path, query, headers, trailers)
         # at_concurrency_limit only when there is a limit: 129.7k -> 129.1k
         if config.limit_concurrency is not None and asgi.at_concurrency_limit(self.state):
             if self.access_log:

@@ -125,7 +125,7 @@ class BlockingHTTPProtocol:
                 self.close()
                 return False
             method, target, version, headers = request
-            content_length, chunked, keep_alive, expect_100, upgrade = \
+            content_length, chunked, keep_alive, expect_100, upgrade, _ = \
                 http1_parser.body_framing(version, headers)
             raw_path, query = http1.split_target(method, target)
             if config.max_body_size is not None and (content_length or 0) > config.max_body_size:

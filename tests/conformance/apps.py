@@ -37,8 +37,6 @@ LIFESPAN_FILE_ENV = "CONFORMANCE_LIFESPAN_FILE"
 CHUNK = 64 * 1024
 HELLO = b"hello world"
 CHUNKED_PARTS = (b"first;", b"second;", b"third")
-TRAILER = (b"x-checksum", b"conformance")
-EARLY_LINK = b"</style.css>; rel=preload; as=style"
 # served by /pathsend and /zerocopysend: this very file
 SELF_PATH = os.path.abspath(__file__)
 
@@ -331,22 +329,8 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         raise RuntimeError("the conformance app raises after http.response.start")
     elif path == "/noresponse":
         return
-    elif path == "/trailers":
-        await _read_body(receive)
-        if "http.response.trailers" not in extensions:
-            await _respond(send, b"http.response.trailers not offered", status=501)
-            return
-        await send({"type": "http.response.start", "status": 200, "trailers": True,
-                    "headers": [(b"trailer", TRAILER[0])]})
-        await send({"type": "http.response.body", "body": HELLO})
-        await send({"type": "http.response.trailers", "headers": [TRAILER]})
-    elif path == "/early-hints":
-        await _read_body(receive)
-        if "http.response.early_hint" not in extensions:
-            await _respond(send, b"http.response.early_hint not offered", status=501)
-            return
-        await send({"type": "http.response.early_hint", "links": [EARLY_LINK]})
-        await _respond(send, HELLO)
+    elif path in EXTENSION_ROUTES:
+        await EXTENSION_ROUTES[path](scope, receive, send)
     elif path in FILE_ROUTES:
         await _read_body(receive)
         await file_responses(path, extensions, send)
@@ -381,6 +365,53 @@ async def _stream(send: Send, size: int, key: str) -> None:
         left -= len(part)
         await send({"type": "http.response.body", "body": part, "more_body": left > 0})
         PROGRESS[key] += len(part)
+
+
+# --- the HTTP extensions: trailers and early hints ----------------------------------------------
+# asgiref docs/extensions.rst. Each route answers 501 when the scope does not name its
+# extension, so a server that does not offer it shows as such, not as a hang.
+
+TRAILER = (b"x-checksum", b"conformance")
+EARLY_LINKS = (b"</style.css>; rel=preload; as=style", b"</app.js>; rel=preload; as=script")
+EARLY_LINK = EARLY_LINKS[0]
+
+
+async def _not_offered(scope: Scope, receive: Receive, send: Send, name: str) -> bool:
+    """Answer 501 (and True) when ``scope`` does not offer extension ``name``."""
+    if name in (scope.get("extensions") or {}):
+        return False
+    await _read_body(receive)
+    await _respond(send, f"{name} not offered".encode(), status=501)
+    return True
+
+
+async def _trailers(scope: Scope, receive: Receive, send: Send) -> None:
+    """``/trailers``: HELLO in two body messages, then TRAILER (announced in ``Trailer``)."""
+    if await _not_offered(scope, receive, send, "http.response.trailers"):
+        return
+    await _read_body(receive)
+    await send({"type": "http.response.start", "status": 200, "trailers": True,
+                "headers": [(b"trailer", TRAILER[0])]})
+    await send({"type": "http.response.body", "body": HELLO[:5], "more_body": True})
+    await send({"type": "http.response.body", "body": HELLO[5:]})
+    await send({"type": "http.response.trailers", "headers": [TRAILER]})
+
+
+async def _early_hints(scope: Scope, receive: Receive, send: Send) -> None:
+    """``/early-hints``: two early hints (the first with both EARLY_LINKS, the second with
+    the first link again), then HELLO."""
+    if await _not_offered(scope, receive, send, "http.response.early_hint"):
+        return
+    await _read_body(receive)
+    await send({"type": "http.response.early_hint", "links": list(EARLY_LINKS)})
+    await send({"type": "http.response.early_hint", "links": [EARLY_LINK]})
+    await _respond(send, HELLO)
+
+
+EXTENSION_ROUTES: dict[str, Callable[[Scope, Receive, Send], Awaitable[None]]] = {
+    "/trailers": _trailers,
+    "/early-hints": _early_hints,
+}
 
 
 # --- file responses: the pathsend and zerocopysend extensions ----------------------------------

@@ -29,8 +29,10 @@ from tests.conformance.support import HOST, IO_TIMEOUT
 
 @dataclass
 class StreamResult:
-    """What arrived on one stream: response headers, body, trailers, and how it ended."""
+    """What arrived on one stream: interim responses (1xx, each as a list of its fields in
+    order), response headers, body, trailers, and how it ended."""
 
+    informational: list[list[tuple[str, str]]] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     data: bytearray = field(default_factory=bytearray)
     trailers: dict[str, str] = field(default_factory=dict)
@@ -46,10 +48,15 @@ class StreamResult:
         return self.ended or self.reset_code is not None
 
 
-def _text(pairs: Sequence[tuple[bytes | str, bytes | str]] | None) -> dict[str, str]:
+def _text_pairs(pairs: Sequence[tuple[bytes | str, bytes | str]] | None
+                ) -> list[tuple[str, str]]:
     def s(x: bytes | str) -> str:
         return x.decode("latin-1") if isinstance(x, bytes) else x
-    return {s(k): s(v) for k, v in pairs or []}
+    return [(s(k), s(v)) for k, v in pairs or []]
+
+
+def _text(pairs: Sequence[tuple[bytes | str, bytes | str]] | None) -> dict[str, str]:
+    return dict(_text_pairs(pairs))
 
 
 class H2Client:
@@ -142,6 +149,8 @@ class H2Client:
             stream = self.streams.get(getattr(event, "stream_id", 0) or 0)
             if isinstance(event, h2.events.ResponseReceived) and stream is not None:
                 stream.headers = _text(event.headers)
+            elif isinstance(event, h2.events.InformationalResponseReceived) and stream:
+                stream.informational.append(list(_text_pairs(event.headers)))
             elif isinstance(event, h2.events.TrailersReceived) and stream is not None:
                 stream.trailers = _text(event.headers)
             elif isinstance(event, h2.events.DataReceived) and stream is not None:

@@ -72,7 +72,6 @@ FEATURES: list[str] = [
     "h2-multiplexing",
     "h2-read-flow-control",
     "h2-write-flow-control",
-    "h2-trailers",
     "h2-reset",
     "h2-app-error",
     "h2-goaway",
@@ -84,7 +83,9 @@ FEATURES: list[str] = [
     "fd",
     "socket-activation",
     "ext-trailers",
+    "ext-trailers-h2",
     "ext-early-hints",
+    "ext-early-hints-h2",
     "ext-pathsend",
     "ext-pathsend-h2",
     "ext-pathsend-error",
@@ -104,8 +105,6 @@ WIRE_FEATURES: frozenset[str] = frozenset({
 _TOY_HTTP1_ONLY = {
     "websocket": "HTTP/1.1 request/response only: no Upgrade handling",
     "h2c-prior-knowledge": "HTTP/1.1 only",
-    "ext-trailers": "not offered (pathsend, zerocopysend and tls are the extensions)",
-    "ext-early-hints": "not offered (pathsend, zerocopysend and tls are the extensions)",
 }
 
 _NO_FILE_EXTENSIONS = "not offered (neither name is in its installed code)"
@@ -119,12 +118,20 @@ _NO_EXTENSIONS = {
     "ext-zerocopysend-h2": _NO_FILE_EXTENSIONS,
     "ext-tls": "not offered",
 }
+# Read from the installed code. uvicorn 0.54.0 offers trailers and early hints only on its
+# HTTP/2 (protocols/http/zttp_h2_impl.py, with the zttp package), not with --http httptools
+# or h11; daphne 4.2.3 offers none of them; granian 2.8.7's Rust core knows pathsend alone.
+_UVICORN_EXTENSIONS = {
+    "ext-trailers": "not offered over HTTP/1.1 (uvicorn 0.54.0: on its zttp HTTP/2 only)",
+    "ext-early-hints": "not offered over HTTP/1.1 (uvicorn 0.54.0: on its zttp HTTP/2 only)",
+}
 _SEND_RETURNS = {
     "send-after-disconnect": "send() after the client left returns as if delivered (ASGI HTTP"
                              " spec 2.4: it should raise an OSError subclass)",
 }
 _UVICORN = {
     **_NO_EXTENSIONS,
+    **_UVICORN_EXTENSIONS,
     **_SEND_RETURNS,
     "slow-headers": "no deadline for the header block: every byte received restarts the wait",
 }
@@ -158,11 +165,7 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "toy-raw": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-h11": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-httptools": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
-    "toy-h2": {  # HTTP/1.1 by toy-httptools' protocol; HTTP/2 by h2 on the same port
-        "ext-trailers": "offered over HTTP/2 only",
-        "ext-early-hints": "not offered (trailers, pathsend, zerocopysend and tls are the "
-                           "extensions)",
-    },
+    "toy-h2": {},  # HTTP/1.1 by toy-httptools' protocol; HTTP/2 by h2 on the same port
     "toy-anyio": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "toy-anyio-trio": {k: v for k, v in _TOY_HTTP1_ONLY.items() if k != "websocket"},
     "uvicorn": dict(_UVICORN_HTTPTOOLS),
@@ -176,8 +179,10 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "hypercorn": {
         **_NO_EXTENSIONS,
         **_SEND_RETURNS,
-        "ext-trailers": "offered over HTTP/2 and HTTP/3 only",
-        "ext-early-hints": "offered over HTTP/2 and HTTP/3 only",
+        "ext-trailers": "offered over HTTP/2 and HTTP/3 only (hypercorn 0.18.0: "
+                        "TRAILERS_VERSIONS in protocol/http_stream.py)",
+        "ext-early-hints": "offered over HTTP/2 and HTTP/3 only (hypercorn 0.18.0: "
+                           "EARLY_HINTS_VERSIONS in protocol/http_stream.py)",
         "expect-100-continue": "sends 100 Continue as soon as the headers arrive",
         "too-many-headers-431": "no limit on the number of header fields",
         "h2-write-flow-control": "send() does not wait for the client's HTTP/2 window: the "
@@ -195,6 +200,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "daphne": {
         **_NO_EXTENSIONS,
         **_SEND_RETURNS,
+        "ext-trailers": "not offered (daphne 4.2.3 offers no HTTP extension)",
+        "ext-early-hints": "not offered (daphne 4.2.3 offers no HTTP extension)",
         "h2c-prior-knowledge": "HTTP/2 only over TLS (ALPN), not h2c prior knowledge",
         "expect-100-continue": "Twisted sends 100 Continue as soon as the headers arrive",
         "large-upload": "Twisted buffers the whole request body before the app runs",
@@ -226,6 +233,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         **{name: why for name, why in _NO_EXTENSIONS.items()
            if not name.startswith("ext-pathsend")},
         **_SEND_RETURNS,
+        "ext-trailers": "http.response.trailers not offered (granian 2.8.7)",
+        "ext-early-hints": "http.response.early_hint not offered (granian 2.8.7)",
         "ext-zerocopysend": "not offered: http.response.pathsend is, in its installed code",
         "ext-zerocopysend-h2": "not offered: http.response.pathsend is, in its installed code",
         "ext-pathsend-error": "a path that cannot be opened is answered 404 Not found by the "
@@ -234,7 +243,8 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "slow-headers": "hyper's header read timeout (30 s by default) is beyond the bound",
         "h2c-upgrade": "ignores Upgrade: h2c and answers over HTTP/1.1 (RFC 7540 §3.2 allows "
                        "it; RFC 9113 deprecates the Upgrade)",
-        "h2-trailers": "http.response.trailers not offered over HTTP/2",
+        "ext-trailers-h2": "http.response.trailers not offered (granian 2.8.7)",
+        "ext-early-hints-h2": "http.response.early_hint not offered (granian 2.8.7)",
         "ws-app-error": "an app error after websocket.accept gets a Close frame without a "
                         "status code (the client sees 1005, not 1011)",
         "ws-max-size": "a message over the limit gets a Close frame without a status code, "
@@ -339,7 +349,8 @@ H2_FEATURES: dict[str, str] = {
     "h2-multiplexing": "h2c",
     "h2-read-flow-control": "h2c",
     "h2-write-flow-control": "h2c",
-    "h2-trailers": "h2c",
+    "ext-trailers-h2": "h2c",
+    "ext-early-hints-h2": "h2c",
     "h2-reset": "h2c",
     "h2-app-error": "h2c",
     "h2-goaway": "h2c",

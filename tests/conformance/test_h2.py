@@ -1,15 +1,16 @@
 """HTTP/2: the three ways in (ALPN, the h2c Upgrade, and prior knowledge in test_protocols.py)
 and the behaviours of the HTTP/1.1 suite that apply to streams: the scope, concurrency on one
-connection, flow control both ways, trailers, resets and GOAWAY on graceful shutdown.
+connection, flow control both ways, resets and GOAWAY on graceful shutdown (trailers and early
+hints over HTTP/2: ``test_extensions.py``).
 
 A server that does not speak a protocol (its registry ``protocols``) has these features
 declared unsupported by ``support.H2_FEATURES``; its tests still run and must fail, fast (an
 HTTP/1.1 server answers the preface with an error and h2 raises at once).
 
 Spec: RFC 9113 §3.2 (ALPN), §3.3 (prior knowledge), §5.1 (stream states, RST_STREAM),
-§5.4.1 (GOAWAY), §6.9 (flow control), §8.1 (trailers), §8.2.3 (cookies), §8.3
-(pseudo-headers); RFC 7540 §3.2 (HTTP/1.1 Upgrade to h2c); ASGI HTTP spec 2.4
-(``http_version`` ``"2"``, ``http.disconnect``), ASGI ``http.response.trailers`` extension.
+§5.4.1 (GOAWAY), §6.9 (flow control), §8.2.3 (cookies), §8.3 (pseudo-headers); RFC 7540
+§3.2 (HTTP/1.1 Upgrade to h2c); ASGI HTTP spec 2.4 (``http_version`` ``"2"``,
+``http.disconnect``).
 """
 
 from __future__ import annotations
@@ -181,15 +182,6 @@ def test_send_waits_for_the_clients_window(server: ConformanceServer) -> None:
     assert stalled < FLOOD_BOUND, (
         f"send() accepted {stalled / MB:.1f} MB while the client's window was shut")
     assert stream.status == 200 and len(stream.data) == FLOOD
-
-
-@feature("h2-trailers")
-def test_trailers_come_as_a_last_headers_frame(server: ConformanceServer) -> None:
-    with H2Client(server.port) as client:
-        stream = client.response(client.request("GET", "/trailers", headers=[("te", "trailers")]))
-    assert stream.status == 200, stream
-    assert bytes(stream.data) == apps.HELLO
-    assert stream.trailers == {apps.TRAILER[0].decode(): apps.TRAILER[1].decode()}
 
 
 @feature("h2-reset")

@@ -1,14 +1,13 @@
-"""WebSocket, HTTP/2 (cleartext, prior knowledge) and the ASGI extensions, where offered.
+"""WebSocket, HTTP/2 (cleartext, prior knowledge) and the ``tls`` extension, where offered
+(trailers and early hints: ``test_extensions.py``; pathsend and zerocopysend:
+``test_file_responses.py``).
 
 An extension counts as offered when the server lists it in ``scope["extensions"]`` over
 HTTP/1.1 *and* the message it names has its effect on the wire.
 
 Spec: ASGI WebSocket spec 2.4; RFC 6455 §4 (opening handshake); RFC 9113 §3.3 (prior
-knowledge); ASGI extensions: ``http.response.trailers`` (RFC 9112 §7.1.2 trailer section,
-sent only when the request has ``TE: trailers``), ``http.response.early_hint`` (RFC 8297,
-103), ``http.response.pathsend``, ``http.response.zerocopysend``, and ``tls`` (connection details
-in the scope of a request that came over TLS). HTTPS: RFC 9110 §4.2.2, ASGI HTTP scope
-``scheme``.
+knowledge); the ASGI ``tls`` extension (connection details in the scope of a request that
+came over TLS). HTTPS: RFC 9110 §4.2.2, ASGI HTTP scope ``scheme``.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from websockets.sync.client import connect as ws_connect
 
 from tests.conformance import apps
 from tests.conformance.conftest import ConformanceServer, TLSServer
-from tests.conformance.support import HOST, IO_TIMEOUT, Connection, request
+from tests.conformance.support import HOST, IO_TIMEOUT
 
 feature = pytest.mark.feature
 
@@ -77,27 +76,6 @@ def test_h2_scope_http_version(server: ConformanceServer) -> None:
     headers, body = _h2_get(server.port, "/scope")
     assert headers.get(b":status") == b"200"
     assert b'"http_version": "2"' in body
-
-
-@feature("ext-trailers")
-def test_trailers_extension(server: ConformanceServer) -> None:
-    with Connection(server.port) as conn:
-        conn.send(request("GET", "/trailers", headers=[("TE", "trailers")]))
-        response = conn.read_response()
-    assert response is not None and response.status == 200, response
-    assert response.chunked and response.body == apps.HELLO
-    assert response.trailers == [(apps.TRAILER[0].decode(), apps.TRAILER[1].decode())]
-
-
-@feature("ext-early-hints")
-def test_early_hints_extension(server: ConformanceServer) -> None:
-    with Connection(server.port) as conn:
-        conn.send(request("GET", "/early-hints"))
-        first = conn.read_response(informational=True)
-        assert first is not None and first.status == 103, first
-        assert first.header("link") == apps.EARLY_LINK.decode()
-        final = conn.read_response()
-    assert final is not None and final.status == 200 and final.body == apps.HELLO
 
 
 def _scope_over_tls(server: TLSServer) -> dict[str, object]:

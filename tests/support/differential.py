@@ -105,7 +105,7 @@ def read_ours(data: bytes) -> Reading:
             return INCOMPLETE
         method, target, version, headers = parse_request_head(
             head, CONFIG.max_request_line, CONFIG.max_header_size, CONFIG.max_headers)
-        content_length, chunked, _, _, _ = body_framing(version, headers)
+        content_length, chunked, _, _, _, _ = body_framing(version, headers)
         if chunked:
             decoder = ChunkedDecoder(max_trailer_size=CONFIG.max_header_size,
                                      max_trailers=CONFIG.max_headers)
