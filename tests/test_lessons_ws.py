@@ -9,8 +9,9 @@
   ``lessons/transcripts/13-ws-frames.txt`` (the 101's ``date`` value aside); regenerate with
   ``UPDATE_TRANSCRIPTS=1 pytest tests/test_lessons_ws.py``.
 - The Autobahn table comes from ``lessons/results/autobahn``, the committed ``bench autobahn``
-  run of every section on the servers ``make lesson-results`` names; the ``bench ws`` table from ``lessons/results/ws``, whose
-  figures hold what "Measure it" says of them (it prints none).
+  run of every section on the servers ``make lesson-results`` names; the ``bench ws`` table
+  from ``lessons/results/ws``, whose figures hold what "Measure it" says of them (it prints
+  none).
 - "WebSocket over HTTP/2" includes the RFC 8441 transcript and the program that prints it
   (``tests/test_h2_websocket.py`` keeps the transcript current).
 """
