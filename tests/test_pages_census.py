@@ -85,6 +85,8 @@ RUN_BY: dict[tuple[str, str], list[str]] = {
     ("10-http2.md", "Step 2: a deadline, a limit, flow control"):
         ["test_lessons_h2.py::test_step2_commands_run_as_printed"],
     ("10-http2.md", "Run it"): ["test_lessons_h2.py::test_run_it_commands_run_as_printed"],
+    ("10-http2.md", "Early Hints and trailers, on the wire"): [
+        "test_lessons_hints.py::test_commands_run_as_printed"],
     ("11-servers-under-load.md", "Run it"):
         ["test_lessons_servers.py::test_run_it_commands_run_as_printed"],
     ("12-blocking-and-workers.md", "Exercise"):
