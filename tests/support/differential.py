@@ -311,7 +311,7 @@ def _in_head(data: bytes, change: Callable[[bytes], bytes]) -> bytes:
     return change(data[:end]) + data[end:]
 
 
-_LAST_CHUNK = re.compile(rb"(?:^|(?<=\n))0+(?:[ \t;][^\r\n]*)?\r?\n")
+_LAST_CHUNK = re.compile(rb"(?:^|(?<=\n))0+(?:[ \t;][^\n]*?)?\r?\n")  # h11: an extension to LF
 
 
 def _in_field_sections(data: bytes, change: Callable[[bytes], bytes]) -> bytes:
