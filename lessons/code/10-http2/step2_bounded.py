@@ -79,6 +79,7 @@ class H2Protocol(asyncio.Protocol):
         self.bodies: dict[int, asyncio.Queue[tuple[bytes, bool]]] = {}
         self.window_open = asyncio.Event()  # set when the client grants more credit
         self.tasks: dict[int, asyncio.Task[None]] = {}  # each open stream's app, by stream id
+        self.closing = False  # our GOAWAY is out after a protocol error
         self.timer: asyncio.TimerHandle | None = None  # the idle deadline, while no stream is open
         self.resets: list[float] = []  # when the client reset a stream, in the last interval
 
@@ -124,11 +125,16 @@ class H2Protocol(asyncio.Protocol):
     # --8<-- [end:bounds]
 
     def data_received(self, data: bytes) -> None:
+        if self.closing:  # our GOAWAY is out: drop what still comes until the client closes
+            return
         try:
             events = self.conn.receive_data(data)
         except h2.exceptions.ProtocolError:  # h2 already queued a GOAWAY with the reason
             self.flush()
-            self.transport.close()
+            # GOAWAY, then FIN (a half-close): close() would answer what the client still
+            # sends with an RST, which can destroy the GOAWAY before the client reads it
+            self.closing = True
+            self.transport.write_eof()
             return
         for event in events:
             if isinstance(event, h2.events.RequestReceived):
