@@ -209,9 +209,10 @@ COMMITTED = lesson_results()
 #: committed ``bench autobahn`` plays all 517 cases on five servers (30 min); the pages' runs
 #: of a few sections, and the conformance suite's autobahn row, check the command. The
 #: committed ``bench ws``, even shortened, holds 1,000 idle connections on every WebSocket
-#: server (80 s); the pages' ``--servers`` runs (lesson 13, servers.md) check the command.
+#: server (80 s), and the committed ``bench h2`` runs every row of every workload (92 s): the
+#: pages' shorter runs (lesson 13, servers.md; lesson 10's ``make h2``) check those commands.
 DISTINCT = distinct([*COMMANDS, *(c for c in COMMITTED
-                                  if c.subcommand not in ("conformance", "autobahn", "ws")
+                                  if c.subcommand not in ("conformance", "autobahn", "ws", "h2")
                                   and "--count" not in c.args)])
 #: The CLI as click sees it, with a subcommand per experiment.
 GROUP = typer.main.get_command(app)
