@@ -52,6 +52,7 @@ from rich.console import Console
 
 from bench import command as options
 from bench import report
+from bench.autobahn import choose_servers  # the same choice: the servers with WebSocket
 from bench.command import (
     consoles,
     invocation,
@@ -68,7 +69,6 @@ from bench.harness import (
     UsageProblem,
     environment,
     kept_on,
-    validate_servers,
 )
 from bench.loadgen import Load, LoadGenError
 from bench.native import NativeBuild, ensure_wsload
@@ -76,7 +76,7 @@ from bench.process import ServerProcess, ServerStartError, free_port, tree_rss
 from bench.rounds import Contender, RssSampler, rotated
 from bench.ws_client import IdleEnd, WsLoad, hold_idle
 from bench.ws_report import EchoResult, IdleRun, echo_rows, goals, idle_rows, print_and_write
-from toyservers.registry import SERVERS, available
+from toyservers.registry import SERVERS
 
 APP = "apps.ws_echo:app"
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,22 +111,6 @@ class Settings(Method):
         """One echo run's load at ``connections``."""
         return Load(connections=connections, threads=1, duration=self.duration,
                     timeout=self.timeout, body=b"x" * self.size)
-
-
-def choose_servers(named: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """The servers to measure (``named``, or every installed ASGI server whose registry
-    entry lists ``websocket``) and one note per named server left out for speaking none.
-
-    Raises:
-        UsageProblem: a name is unknown or not an ASGI server.
-    """
-    if not named:
-        return [n for n in available() if "websocket" in SERVERS[n].protocols], []
-    validate_servers(named)
-    chosen = [n for n in named if "websocket" in SERVERS[n].protocols]
-    notes = [f"{n} left out: it speaks no WebSocket (registry protocols: "
-             f"{', '.join(sorted(SERVERS[n].protocols))})" for n in named if n not in chosen]
-    return chosen, notes
 
 
 def check_echo(generator: WsLoad, host: str, port: int) -> str | None:
