@@ -264,7 +264,9 @@ def git_state(root: Path = ROOT) -> dict[str, Any] | None:
     """The project's commit: ``{"commit": "<40 hex digits>", "dirty": bool}``.
 
     ``dirty`` is True when ``git status --porcelain`` lists anything (changed, staged or
-    untracked files). None when ``root`` is not in a git checkout or git is not installed.
+    untracked files) outside ``lessons/results/``: what ``make lesson-results`` writes there
+    one line after another is the output of runs, not a change to the code a run measures.
+    None when ``root`` is not in a git checkout or git is not installed.
     """
     def git(*args: str) -> str | None:
         try:
@@ -277,7 +279,7 @@ def git_state(root: Path = ROOT) -> dict[str, Any] | None:
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return None
-    status = git("status", "--porcelain")
+    status = git("status", "--porcelain", "--", ".", ":(exclude)lessons/results")
     return {"commit": commit.strip(), "dirty": bool(status and status.strip())}
 
 

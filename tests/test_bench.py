@@ -515,6 +515,10 @@ def test_git_state_records_the_commit_and_whether_the_tree_is_dirty(tmp_path: Pa
     git(repo, "checkout", "-q", "a.txt")
     (repo / "new.txt").write_text("untracked\n")
     assert git_state(repo) == {"commit": head, "dirty": True}
+    (repo / "new.txt").unlink()
+    (repo / "lessons" / "results" / "layers").mkdir(parents=True)  # a run's output: not code
+    (repo / "lessons" / "results" / "layers" / "results.json").write_text("{}\n")
+    assert git_state(repo) == {"commit": head, "dirty": False}
     outside = tmp_path / "not-a-checkout"
     outside.mkdir()
     assert git_state(outside) is None
