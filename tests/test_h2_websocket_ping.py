@@ -41,7 +41,7 @@ DISCONNECTS: queue.Queue[tuple[bytes, dict[str, Any]]] = queue.Queue()
 WAIT = 5.0  # seconds a test waits for a frame, or for the server thread's app
 #: Seconds the end-to-end close may come after interval + timeout: the test client and the
 #: server thread share one process on a loaded machine.
-MARGIN = 3.0
+MARGIN = 5.0
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
