@@ -265,7 +265,7 @@ def test_a_client_that_answers_keeps_its_websocket(port: int) -> None:
     with H2WebSocketClient(port) as client:
         sid = client.connect("/ws?answers")
         events = answer_pings(client, sid, 5)
-        assert sum(isinstance(e, ws.Ping) for e in events) == 5
+        assert sum(isinstance(e, ws.Ping) for e in events) >= 5  # (two may come in one read)
         assert not any(isinstance(e, ws.CloseConnection) for e in events)
         client.send(sid, ws.TextMessage(data="still here"))
         assert client.messages(sid, 1) == ["still here"]
@@ -285,7 +285,8 @@ def test_a_client_that_stops_answering_gets_1011_in_time() -> None:
                                                          for e in got),
                                     timeout=0.2 + 0.3 + MARGIN)
         elapsed = time.monotonic() - answered
-        assert events[-1] == ws.CloseConnection(1011, "keepalive ping timeout")
+        closing = [e for e in events if isinstance(e, ws.CloseConnection)]
+        assert closing == [ws.CloseConnection(1011, "keepalive ping timeout")]
         assert elapsed < 0.2 + 0.3 + MARGIN
         assert client.pump(lambda: client.streams[sid].ended)  # END_STREAM with the close
         assert disconnect(b"stops")["code"] == 1011
