@@ -246,8 +246,8 @@ class H2Protocol(HTTPProtocol):
     def shutdown(self) -> None:
         """GOAWAY with the last stream taken (RFC 9113 §6.8, framed by us: h2 sends nothing
         after its own); streams in flight finish, WebSockets first closed with 1001, then we
-        close."""
-        if self.closing or self.transport.is_closing():
+        close. Not again, nor once closed (its FIN out, lingering: no write may follow)."""
+        if self.closing or self.closed or self.transport.is_closing():
             return
         self.closing = True
         for stream in list(self.streams.values()):
