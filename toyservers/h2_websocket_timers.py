@@ -95,6 +95,7 @@ class StreamTimers:
         if kind == "pong" and payload == pinged:
             self.start(ws)
 
+    # --8<-- [start:on_timeout]
     def on_timeout(self, _: str) -> None:
         """The timer fired: act on every deadline due, then set the timer for the next."""
         now = self.loop.time()
@@ -125,4 +126,5 @@ class StreamTimers:
             ws.cycle.close(websocket.INTERNAL_ERROR, "keepalive ping timeout")
         elif kind == "close":
             ws.reset(ErrorCodes.CANCEL)
+    # --8<-- [end:on_timeout]
 
