@@ -14,9 +14,11 @@ What Chromium does, and how we know: over TLS the page comes over HTTP/2 (ALPN),
 SETTINGS carry ``ENABLE_CONNECT_PROTOCOL = 1``; Chromium then opens the page's ``wss://``
 WebSocket on that same connection (the scope says "2") with no flag given, as its "Intent to
 ship: WebSockets over HTTP/2" (blink-dev, July 2018) says it does, for secure WebSockets only,
-and only once the server has sent the setting. The last test withholds the setting (the server
+and only once the server has sent the setting. One test withholds the setting (the server
 frames its SETTINGS without it) and Chromium falls back to a TLS connection of its own,
-HTTP/1.1 with ``Upgrade: websocket`` (the scope says "1.1").
+HTTP/1.1 with ``Upgrade: websocket`` (the scope says "1.1"). And Chromium answers the
+WebSocket pings toy-h2 sends on that stream for ``--ws-ping-interval`` (counted on the
+server), so its WebSocket stays open.
 
 The certificate comes from trustme, issued for 127.0.0.1; Chromium trusts it through
 ``--ignore-certificate-errors-spki-list`` (the key's SHA-256), so the connection counts as a
@@ -28,6 +30,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import shutil
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +44,7 @@ from cryptography.hazmat.primitives import serialization
 from apps import chat
 from tests.support.running import serving
 from toyservers import http2
+from toyservers.h2_websocket_timers import StreamTimers
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: The toy server for the ws:// test: any with WebSocket over HTTP/1.1 (toy-httptools'
@@ -140,3 +144,39 @@ def test_without_the_setting_chromium_opens_an_http1_connection(
         pages, websockets = chat_between_two_pages(browser, f"https://127.0.0.1:{port}/")
     assert (pages, websockets) == (["h2"] * 2, ["1.1"] * 2)  # the page over HTTP/2 all the
     # same: only the WebSocket took a connection of its own
+
+
+def test_chromium_answers_toy_h2s_keepalive_pings_on_its_rfc8441_stream(
+        browser: Any, certificate: Certificate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """toy-h2 pings each WebSocket stream every ``--ws-ping-interval`` (here 0.2 s), and
+    closes one whose pong is missing for ``--ws-ping-timeout`` with 1011: Chromium answers the
+    pings inside its RFC 8441 stream, so its WebSocket outlives five of them and still chats.
+    The pongs are counted on the server as they come (``StreamTimers.pong``), not waited for."""
+    answered = threading.Semaphore(0)
+    pong = StreamTimers.pong
+
+    def counted(self: StreamTimers, ws: Any, payload: bytes) -> None:
+        kind, _, pinged = self.due.get(ws, ("", 0.0, b""))
+        if kind == "pong" and payload == pinged:
+            answered.release()  # the answer to our keepalive ping
+        pong(self, ws, payload)
+
+    monkeypatch.setattr(StreamTimers, "pong", counted)
+    with serving("toy-h2", chat.app, ssl_certfile=certificate.certfile,
+                 ssl_keyfile=certificate.keyfile, ws_ping_interval=0.2,
+                 ws_ping_timeout=WAIT_MS / 1000) as port:
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(f"https://127.0.0.1:{port}/")
+            page.wait_for_selector("li.server[data-http-version='2']", timeout=WAIT_MS)
+            for _ in range(5):
+                assert answered.acquire(timeout=WAIT_MS / 1000), "no pong from Chromium"
+            assert page.get_attribute("body", "data-state") == "open"
+            page.fill("#text", "still here")
+            page.click("button")
+            page.wait_for_function(
+                "[...document.querySelectorAll('li.chat')]"
+                ".some(li => li.textContent.endsWith(': still here'))", timeout=WAIT_MS)
+        finally:
+            context.close()

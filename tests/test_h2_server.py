@@ -679,6 +679,11 @@ class HalfClosingTransport(SwitchingTransport):
     def write_eof(self) -> None:
         self.eof_written = True
 
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self.eof_written:  # as asyncio's and uvloop's transports
+            raise RuntimeError("Cannot call write() after write_eof()")
+        super().write(data)
+
 
 def test_a_connection_error_closes_in_stages(loop: FakeClockLoop) -> None:
     """RFC 9112 §9.6: GOAWAY, then FIN; what the client still sends is read and dropped, so
@@ -698,6 +703,22 @@ def test_a_connection_error_closes_in_stages(loop: FakeClockLoop) -> None:
     assert transport.closed
     transport.get_protocol().connection_lost(None)
     assert server not in h.state.connections
+
+
+def test_a_graceful_shutdown_leaves_a_lingering_connection_alone(loop: FakeClockLoop) -> None:
+    """A connection closing in stages (GOAWAY and FIN out, LINGER seconds of reading left) is
+    still in ``state.connections``: a graceful shutdown then frames no second GOAWAY, which
+    the transport would refuse after its FIN (RuntimeError, out of serve()'s shutdown)."""
+    h = H2Harness(loop, Recorder())
+    transport = HalfClosingTransport()
+    transport.set_protocol(h.protocol)
+    h.transport = transport
+    h.protocol.transport = transport
+    h.advance(5.0)  # timeout_keep_alive: the idle connection gets GOAWAY and FIN
+    assert transport.eof_written and not transport.closed
+    [server] = h.state.connections
+    server.shutdown()
+    assert h.take_goaways(transport.take()) == b"" and len(h.goaways) == 1
 
 
 class ResetTransport(HalfClosingTransport):

@@ -21,7 +21,8 @@ reading while our write buffer is full. A malformed request ends its own stream 
 WebSocket: over HTTP/1.1 it is toy-httptools' (``Upgrade: websocket``); over HTTP/2 (RFC 8441)
 our SETTINGS say ``ENABLE_CONNECT_PROTOCOL`` (unless ``--ws none``), and an extended CONNECT
 (``:protocol websocket``) makes its stream a WebSocket (``toyservers/h2_websocket.py``) beside
-the requests on the same connection.
+the requests on the same connection; the WebSockets' keepalive pings and close deadlines share
+one timer per connection (``ws_timers``, made at the first).
 
 Deliberately left out: server push (browsers dropped it, Chrome in 106: 103 Early Hints does
 its job, and toy-h2 sends them), priorities (RFC 9113 §5.3.2 deprecates them), request
@@ -41,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+from functools import cached_property
 from typing import Any
 
 import h2.events
@@ -53,6 +55,7 @@ from toyservers._types import ASGIApp, Scope
 from toyservers.asgi import at_concurrency_limit, http_scope
 from toyservers.config import Config
 from toyservers.h2_stream import RequestResponseCycle, Stream
+from toyservers.h2_websocket_timers import StreamTimers
 from toyservers.httptools_server import NO_MESSAGE, HttpToolsProtocol
 from toyservers.protocol import HTTPProtocol
 from toyservers.state import ServerState
@@ -186,6 +189,11 @@ class H2Protocol(HTTPProtocol):
         self.flush()
     # --8<-- [end:data_received]
 
+    @cached_property
+    def ws_timers(self) -> StreamTimers:
+        """The deadlines of its WebSocket streams (keepalive pings, close), made at the first."""
+        return StreamTimers(self.loop, self.config)
+
     def flush(self) -> None:  # what h2 framed (responses, ACKs, WINDOW_UPDATEs): one write
         data = self.conn.data_to_send()
         if data and not self.transport.is_closing():
@@ -238,8 +246,8 @@ class H2Protocol(HTTPProtocol):
     def shutdown(self) -> None:
         """GOAWAY with the last stream taken (RFC 9113 §6.8, framed by us: h2 sends nothing
         after its own); streams in flight finish, WebSockets first closed with 1001, then we
-        close."""
-        if self.closing or self.transport.is_closing():
+        close. Not again, nor once closed (its FIN out, lingering: no write may follow)."""
+        if self.closing or self.closed or self.transport.is_closing():
             return
         self.closing = True
         for stream in list(self.streams.values()):

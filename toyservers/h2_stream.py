@@ -28,6 +28,7 @@ from h2.errors import ErrorCodes
 from toyservers import asgi, file_response, http2
 from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
+from toyservers.h2_websocket_timers import StreamTimers
 
 
 class Stream(Protocol):
@@ -57,6 +58,9 @@ class StreamOwner(asgi.ServerProtocol, Protocol):
     flow: Any
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
+
+    @property
+    def ws_timers(self) -> StreamTimers: ...  # its WebSocket streams' (made at the first)
 
     def flush(self) -> None: ...
 

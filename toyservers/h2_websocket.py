@@ -24,17 +24,33 @@ as on HTTP/1.1. What this module adds is the stream under them:
   close frame carries END_STREAM; the stream is done once the client's close frame (or its
   END_STREAM) came, or after ``CLOSE_TIMEOUT`` seconds (then RST_STREAM CANCEL). A client's
   RST_STREAM is a lost connection: the app sees 1006. Graceful shutdown closes with 1001
-  before the connection's GOAWAY.
+  before the connection's GOAWAY;
+- keepalive as over HTTP/1.1 (``--ws-ping-interval``, ``--ws-ping-timeout``, 20 s each;
+  None or 0: off): from the 200 on, a WebSocket ping on the stream every interval; no pong
+  within the timeout closes that WebSocket with 1011 (the app's receive() says so), our close
+  frame ending the stream. So a client that vanished (no FIN: a half-open TCP connection)
+  is noticed, and once its last stream is done the connection's idle deadline ends it. These
+  deadlines (and ``CLOSE_TIMEOUT``'s) run on one timer per connection, not one per stream
+  (``h2_websocket_timers.StreamTimers``). WebSocket pings, not HTTP/2's PING (RFC 9113
+  §6.7), for three reasons: a PING is hop by hop (a proxy in front answers it, and it is no
+  activity on the stream for that proxy's idle timeout) where a ping crosses the tunnel to
+  the client's WebSocket; a PING is not flow-controlled, so it would
+  keep alive a WebSocket whose client reads nothing of its stream, where a ping waits in the
+  stream's window as the messages do (as one behind a full TCP buffer does over HTTP/1.1);
+  and each WebSocket gets its own verdict, the one an app gets over HTTP/1.1, not every
+  stream of the connection at once. The cost: a 15-byte DATA frame per WebSocket per
+  interval, and the client's pong.
 
-Deliberately left out: keepalive pings on WebSocket streams (``--ws-ping-interval``: HTTP/2
-has its own PING for a dead connection), ``--ws wsproto`` over HTTP/2 (the project's engine
-serves every stream), a ``:scheme`` that disagrees with the connection (the scope's scheme is
-the connection's), and protocols other than ``websocket`` on extended CONNECT (501).
+Deliberately left out: HTTP/2's PING as the keepalive (above), ``--ws wsproto`` over HTTP/2
+(the project's engine serves every stream), a ``:scheme`` that disagrees with the connection
+(the scope's scheme is the connection's), and protocols other than ``websocket`` on extended
+CONNECT (501).
 
 Spec: RFC 8441 §3 (the setting), §4 (``:protocol``), §5 (the WebSocket handshake over HTTP/2,
-END_STREAM and RST_STREAM); RFC 6455 §4.4 (the version, 426), §5 (frames), §7 (closing);
-RFC 7692 (permessage-deflate); RFC 9113 §5.1 (stream states), §6.9 (flow control); ASGI
-WebSocket spec 2.4 and its WebSocket Denial Response extension.
+END_STREAM and RST_STREAM); RFC 6455 §4.4 (the version, 426), §5 (frames), §5.5.2-§5.5.3
+(ping, pong), §7 (closing); RFC 7692 (permessage-deflate); RFC 9113 §5.1 (stream states),
+§6.7 (PING), §6.9 (flow control); ASGI WebSocket spec 2.4 and its WebSocket Denial Response
+extension.
 
 Compare with: hypercorn/protocol/ws_stream.py (``WSStream``, its HTTP/2 branch) and
 hypercorn/protocol/h2.py (``_create_stream``).
@@ -42,7 +58,6 @@ hypercorn/protocol/h2.py (``_create_stream``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
@@ -148,7 +163,7 @@ class StreamEngine(websocket.Connection):
 class StreamCycle(WebSocketCycle):
     """The shared ASGI side, its HTTP answers framed as HTTP/2 responses on the stream: a
     refusal (``refuse``) and the denial response (``websocket.http.response.start`` and
-    ``.body``, by ``http2.Response``) instead of HTTP/1.1 bytes."""
+    ``.body``, by ``http2.Response``) instead of HTTP/1.1 bytes; and a graceful ``shutdown``."""
 
     __slots__ = ("response",)
     protocol: WebSocketStream
@@ -184,6 +199,14 @@ class StreamCycle(WebSocketCycle):
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} in state {self.state!r}")
 
+    def shutdown(self) -> None:
+        """Graceful shutdown: close an open WebSocket with ``config.ws_shutdown_code`` (1001);
+        refuse a handshake the app has not answered yet with 503 (RFC 9110 §15.6.4)."""
+        if self.state is CONNECTED:
+            self.close(self.protocol.owner.config.ws_shutdown_code, "server shutting down")
+        elif self.state is CONNECTING:
+            self.refuse(503)
+
     def refuse(self, status: int) -> None:
         """Answer the handshake with ``status`` (403, 500, 503) instead of a 200; once a denial
         response's HEADERS are out, reset the stream (INTERNAL_ERROR: RFC 9113 §8.1)."""
@@ -208,7 +231,7 @@ class WebSocketStream:
 
     __slots__ = ("owner", "stream_id", "conn", "engine", "state", "client", "access_log",
                  "window", "cycle", "pending", "credit", "ending", "ended", "remote_done",
-                 "gone", "timer")
+                 "gone", "timers")
     more_body = False  # no request body: timeout_body does not apply
 
     def __init__(self, owner: StreamOwner, stream_id: int, scope: Scope,
@@ -223,7 +246,7 @@ class WebSocketStream:
         self.ended = False  # our END_STREAM is out
         self.remote_done = False  # the client's close frame, END_STREAM or failure came
         self.gone = False  # reset, or the connection is lost: nothing more is sent
-        self.timer: asyncio.TimerHandle | None = None  # CLOSE_TIMEOUT, once we end
+        self.timers = owner.ws_timers  # the connection's: keepalive pings, CLOSE_TIMEOUT
 
     @property
     def flow(self) -> FlowControl:
@@ -267,6 +290,8 @@ class WebSocketStream:
                         raise websocket.ProtocolError(websocket.POLICY, "ping flood") from None
                     if isinstance(event, websocket.Ping) and not engine.close_sent:
                         self.write(engine.send_pong(event.payload))  # RFC 6455 §5.5.3
+                    elif isinstance(event, websocket.Pong):  # maybe our keepalive ping's
+                        self.timers.pong(self, event.payload)
             cycle.reading_paused = True
         except websocket.ProtocolError as exc:
             logger.debug("closing the WebSocket of %s with %d: %s", self.client, exc.code,
@@ -320,9 +345,9 @@ class WebSocketStream:
     def end_stream(self) -> None:
         """END_STREAM after what is pending; RST_STREAM CANCEL if the stream is not done
         ``CLOSE_TIMEOUT`` seconds later (a client that never answers or never reads)."""
+        if not self.ending and not self.gone:
+            self.timers.set(self, "close", CLOSE_TIMEOUT)  # (replaces a keepalive deadline)
         self.ending = True
-        if self.timer is None and not self.gone:
-            self.timer = self.owner.loop.call_later(CLOSE_TIMEOUT, self.reset, ErrorCodes.CANCEL)
         self.send_pending()
     # --8<-- [end:write]
 
@@ -347,9 +372,10 @@ class WebSocketStream:
     # --- the hooks of the ASGI side (WebSocketCycle) ---
 
     def on_accept(self) -> None:
-        """The app accepted: the 200 (RFC 8441 §5), then the frames that waited for it."""
+        """The app accepted: the 200 (RFC 8441 §5), the keepalive, the frames that waited."""
         self.conn.send_headers(self.stream_id, self.engine.head)
         self.owner.flush()
+        self.timers.start(self)
         self.read_events()
 
     def on_close_sent(self) -> None:
@@ -367,13 +393,8 @@ class WebSocketStream:
     # --- the connection's calls ---
 
     def shutdown(self) -> None:
-        """Graceful shutdown: close an open WebSocket with ``config.ws_shutdown_code`` (1001);
-        refuse a handshake the app has not answered yet with 503 (RFC 9110 §15.6.4)."""
-        cycle = self.cycle
-        if cycle.state is CONNECTED:
-            cycle.close(self.owner.config.ws_shutdown_code, "server shutting down")
-        elif cycle.state is CONNECTING:
-            cycle.refuse(503)
+        """Graceful shutdown: 1001 for an open WebSocket, 503 for a handshake (StreamCycle)."""
+        self.cycle.shutdown()
 
     def reset(self, code: ErrorCodes) -> None:
         """End the stream with RST_STREAM ``code`` (RFC 8441 §5: a TCP reset)."""
@@ -389,13 +410,11 @@ class WebSocketStream:
         self.gone = True
         self.cycle.disconnect(websocket.ABNORMAL)
         self.window.resume_writing()
-        if self.timer is not None:
-            self.timer.cancel()
+        self.timers.clear(self)
 
     def finish(self) -> None:
         """The stream is done both ways: the connection forgets it."""
-        if self.timer is not None:
-            self.timer.cancel()
+        self.timers.clear(self)
         self.give_credit()
         owner = self.owner
         if owner.streams.get(self.stream_id) is self:
