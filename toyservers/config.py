@@ -44,6 +44,8 @@ class Config:
             ``option idle-close-on-response``): a proxy that reuses it meanwhile gets an
             answer, not a closed connection. Shutdown then takes up to
             ``timeout_keep_alive`` seconds longer while a client keeps an idle connection.
+            HTTP/1.1 only: an HTTP/2 connection gets GOAWAY, which tells the client what
+            was not processed (RFC 9113 §6.8).
         limit_concurrency: most connections at once; beyond it new requests get 503.
         max_request_line: longest request line, bytes (longer: 414).
         max_header_size: largest header block, bytes (larger: 431).
