@@ -90,7 +90,8 @@ SCENARIOS = ("hop", "balance", "failover", "rolling", "ws")
 DEFAULT_SERVER = "toy-httptools"
 #: The rolling-restart variants of each proxy (:mod:`bench.cluster_events`).
 ROLLING: dict[str, tuple[RollingHow, ...]] = {
-    "nginx": ("sigterm", "reload", "idle-close-on-response"), "haproxy": ("sigterm", "drain")}
+    "nginx": ("sigterm", "reload", "idle-close-on-response"),
+    "haproxy": ("sigterm", "drain", "idle-close-on-response")}
 MISSING = "{name} is not installed: scripts/ensure-tools.sh {name} installs it (make bench " \
           "ARGS=cluster does)"
 

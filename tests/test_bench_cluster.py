@@ -229,9 +229,10 @@ def test_cluster_smoke_run(tmp_path: Path) -> None:
         "direct/toy-httptools")
     assert [r["status"] for r in data["websocket"]] == ["ok", "ok"]
     assert [r["how"] for r in data["rolling"]] == [
-        "sigterm", "reload", "idle-close-on-response", "sigterm", "drain"]
+        "sigterm", "reload", "idle-close-on-response", "sigterm", "drain",
+        "idle-close-on-response"]
     for scenario in ("balance", "failover", "rolling"):
-        assert len(data[scenario]) == (5 if scenario == "rolling" else 4), scenario
+        assert len(data[scenario]) == (6 if scenario == "rolling" else 4), scenario
         for row in data[scenario]:
             assert row["status"] == "ok" and len(row["runs"]) == 1, row
     for row in data["balance"]:
