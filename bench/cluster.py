@@ -51,6 +51,7 @@ from apps.user import SAMPLE_BODY
 from bench import command as options
 from bench import report
 from bench.cluster_events import (
+    BACKEND_OPTIONS,
     RollingHow,
     Stage,
     balance_run,
@@ -88,8 +89,9 @@ from toyservers.registry import get
 SCENARIOS = ("hop", "balance", "failover", "rolling", "ws")
 DEFAULT_SERVER = "toy-httptools"
 #: The rolling-restart variants of each proxy (:mod:`bench.cluster_events`).
-ROLLING: dict[str, tuple[RollingHow, ...]] = {"nginx": ("sigterm", "reload"),
-                                              "haproxy": ("sigterm", "drain")}
+ROLLING: dict[str, tuple[RollingHow, ...]] = {
+    "nginx": ("sigterm", "reload", "idle-close-on-response"),
+    "haproxy": ("sigterm", "drain", "idle-close-on-response")}
 MISSING = "{name} is not installed: scripts/ensure-tools.sh {name} installs it (make bench " \
           "ARGS=cluster does)"
 
@@ -356,21 +358,28 @@ def measure_failover(settings: Settings, stage: Stage, found: dict[str, str | No
 
 def measure_rolling(settings: Settings, stage: Stage, found: dict[str, str | None],
                     progress: report.RichProgress) -> list[dict[str, Any]]:
-    """Each proxy's ways of restarting every backend in turn (:data:`ROLLING`), under POST."""
+    """Each proxy's ways of restarting every backend in turn (:data:`ROLLING`), under POST;
+    the rows whose backends take options (:data:`BACKEND_OPTIONS`) get a fleet of their own."""
     rows = [event_row(f"{p} {how}", p, found, how=how) for p in settings.proxies
             for how in ROLLING[p]]
-    fleet = stage.fleet("rolling-", lambda _: settings.wait_ms)
+    fleets: dict[tuple[str, ...], Fleet] = {}
     runs: dict[int, Run] = {}
     for i, row in enumerate(rows):
         if row["status"] == "ok":
+            options = BACKEND_OPTIONS.get(row["how"], ())
+            if options not in fleets:
+                prefix = f"rolling-{row['how']}-" if options else "rolling-"
+                fleets[options] = stage.fleet(prefix, lambda _: settings.wait_ms,
+                                              options=options)
             label = f"rolling-{row['proxy']}-{row['how']}"
             make = proxy_maker(stage, row["proxy"], str(found[row["proxy"]]), label,
                                Upstream(checks=True))
-            runs[i] = partial(rolling_run, stage, fleet, make, row["how"], label)
+            runs[i] = partial(rolling_run, stage, fleets[options], make, row["how"], label)
     try:
         rounds_of(rows, runs, settings.runs, progress)
     finally:
-        fleet.stop()
+        for fleet in fleets.values():
+            fleet.stop()
     return rows
 
 
@@ -382,10 +391,11 @@ def steps_of(settings: Settings) -> int:
     count = 0
     if "hop" in settings.scenarios:
         count += (1 + 2 * len(settings.proxies)) * settings.steps
-    per_proxy = {"balance": 2, "failover": 2, "rolling": 2}
-    for scenario, rows in per_proxy.items():
+    rows = {"balance": 2 * len(settings.proxies), "failover": 2 * len(settings.proxies),
+            "rolling": sum(len(ROLLING[p]) for p in settings.proxies)}
+    for scenario, count_of_rows in rows.items():
         if scenario in settings.scenarios:
-            count += rows * len(settings.proxies) * settings.runs
+            count += count_of_rows * settings.runs
     if "ws" in settings.scenarios and "nginx" in settings.proxies:
         count += 2 * settings.runs
     return count

@@ -19,13 +19,18 @@ what each run does to the cluster while wrk loads it:
   shutdown and nginx's retry of a refused connection), ``reload`` (nginx: a config with the
   backend ``down``, then SIGHUP, before the SIGTERM, and back after), ``drain`` (HAProxy:
   ``state drain`` through the runtime API until it has no request in progress, then SIGTERM;
-  ``state ready`` after, and the active health check says when it is UP).
+  ``state ready`` after, and the active health check says when it is UP),
+  ``idle-close-on-response`` (as ``sigterm``, to backends run with
+  ``--idle-close-on-response``: their idle keep-alive connections stay open after SIGTERM
+  for one more answer, with ``Connection: close``, or until the proxy's shorter idle timeout
+  closes them, so the proxy never sends a request on a connection being closed).
 
 Each scenario has one fleet for all its rows (the failover rows' killed b1 is started again
-before the next run); the failover and rolling runs start a fresh proxy each (one that marked
-a backend failed carries nothing over), the balance rows keep theirs up for all rounds. wrk
-runs in the background (:class:`BackgroundWrk`) while the bench acts, and is stopped with
-SIGINT where the scenario decides the length.
+before the next run; the ``idle-close-on-response`` rows have a fleet of their own, started
+with the option: :data:`BACKEND_OPTIONS`); the failover and rolling runs start a fresh proxy
+each (one that marked a backend failed carries nothing over), the balance rows keep theirs up
+for all rounds. wrk runs in the background (:class:`BackgroundWrk`) while the bench acts,
+and is stopped with SIGINT where the scenario decides the length.
 """
 
 from __future__ import annotations
@@ -48,7 +53,10 @@ from bench.rounds import Progress
 from bench.wrk import LUA_DIR, POST_JSON, WrkError, parse_summary, wrk_command
 
 Method = Literal["GET", "POST"]
-RollingHow = Literal["sigterm", "reload", "drain"]
+RollingHow = Literal["sigterm", "reload", "drain", "idle-close-on-response"]
+#: The backends' extra command-line options for a rolling restart's ``how`` (none for the rest).
+BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "idle-close-on-response": ("--idle-close-on-response",)}
 GET_SCRIPT = LUA_DIR / "get.lua"
 #: Seconds of load before the first backend is touched, and after the last is back.
 LEAD_S = 1.0
@@ -160,11 +168,12 @@ class Stage:
     wait_ms: float
     slow_ms: float
 
-    def fleet(self, prefix: str, wait_ms: Callable[[int], float], count: int | None = None
-              ) -> Fleet:
-        """``count`` backends (default :attr:`backends`) as :meth:`Fleet.plan` places them."""
+    def fleet(self, prefix: str, wait_ms: Callable[[int], float], count: int | None = None,
+              options: tuple[str, ...] = ()) -> Fleet:
+        """``count`` backends (default :attr:`backends`) as :meth:`Fleet.plan` places them,
+        each run with ``options`` on its command line."""
         return Fleet.plan(count or self.backends, self.server, self.host, self.backend_cpus,
-                          self.logs, prefix, wait_ms)
+                          self.logs, prefix, wait_ms, options)
 
     def proxy(self, name: str, path: str, label: str, fleet: Fleet, upstream: Upstream
               ) -> Proxy:

@@ -149,6 +149,12 @@ def table_sections(data: dict[str, Any]) -> list[Section]:
 # --- the words around them ---------------------------------------------------------------------
 
 
+def stop_seconds(row: dict[str, Any]) -> float | None:
+    """A rolling row's median seconds from SIGTERM to a backend's exit, over every restart of
+    every round (None when none ran)."""
+    return median_of([steps["stop_s"] for run in row["runs"] for steps in run["steps"].values()])
+
+
 def how_it_ran(data: dict[str, Any]) -> list[str]:
     """The "How it ran" lines, from results.json's content."""
     s, proxies = data["settings"], data["proxies"]
@@ -180,6 +186,16 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
                  "refused or reset, timeouts); a fresh proxy for each run (the killed backend "
                  "started again before it); rolling restarts run under POST and last as long "
                  "as the restart plus 1 s before and after")
+    if data["rolling"]:
+        lines.append("rolling restart, how: sigterm = SIGTERM only; reload = nginx reloaded "
+                     "with the backend down first, and back after; drain = HAProxy's state "
+                     "drain until no request is in progress, then SIGTERM; "
+                     "idle-close-on-response = SIGTERM to backends run with "
+                     "--idle-close-on-response (idle keep-alive connections answer once more, "
+                     "with Connection: close, or wait for the proxy to close them); seconds a "
+                     "backend took to exit after SIGTERM (median over all restarts): "
+                     + ", ".join(f"{row['label']} {stop:.2f}" for row in data["rolling"]
+                                 if (stop := stop_seconds(row)) is not None))
     if data.get("websocket"):
         row = data["websocket"][0]
         lines.append(f"WebSocket: one {row['server']} backend serving apps.ws_echo:app behind "

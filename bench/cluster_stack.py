@@ -410,12 +410,14 @@ class Fleet:
 
     @classmethod
     def plan(cls, count: int, server: str, host: str, cpus: Sequence[int | None], logs: Path,
-             prefix: str = "", wait_ms: Callable[[int], float] = lambda _: 0.0) -> Fleet:
+             prefix: str = "", wait_ms: Callable[[int], float] = lambda _: 0.0,
+             options: tuple[str, ...] = ()) -> Fleet:
         """``count`` backends ``b1``... on free ports; backend ``i`` (0-based) on
-        ``cpus[i % len(cpus)]`` and waiting ``wait_ms(i)`` ms per request; logs in ``logs``
-        named ``<prefix>b<i>.log``."""
+        ``cpus[i % len(cpus)]`` and waiting ``wait_ms(i)`` ms per request, each with
+        ``options`` (:attr:`Backend.options`); logs in ``logs`` named ``<prefix>b<i>.log``."""
         return cls([Backend(f"b{i + 1}", server, host, free_port(host),
-                            logs / f"{prefix}b{i + 1}.log", wait_ms(i), cpus[i % len(cpus)])
+                            logs / f"{prefix}b{i + 1}.log", wait_ms(i), cpus[i % len(cpus)],
+                            options=options)
                     for i in range(count)])
 
     @property

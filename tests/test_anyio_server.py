@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import signal
 import socket
 import threading
 import time
@@ -26,6 +27,7 @@ import pytest
 import sniffio
 from click.testing import CliRunner
 
+from bench.process import ServerProcess, free_port
 from toyservers import anyio_server
 from toyservers.cli import main as toyserve
 from toyservers.config import Config
@@ -295,6 +297,32 @@ def test_past_the_graceful_timeout_the_app_is_cancelled(backend: str) -> None:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         assert started.wait(TIMEOUT)
     assert cancelled.is_set() and time.monotonic() - begin < TIMEOUT
+
+
+def test_idle_close_on_response_answers_an_idle_connection_after_sigterm() -> None:
+    """``toyserve --idle-close-on-response``: after SIGTERM, a request on an idle keep-alive
+    connection is answered with Connection: close (the asyncio servers: test_protocols)."""
+    port = free_port(HOST)
+    argv = [*get("toy-anyio").command("apps.cluster_app:app", HOST, port),
+            "--idle-close-on-response"]
+    get_root = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    with ServerProcess(argv, host=HOST, port=port) as server, connect(port) as sock:
+        sock.sendall(get_root)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:  # until the listener is closed: SIGTERM is seen
+            try:
+                socket.create_connection((HOST, port), timeout=1).close()
+            except OSError:
+                break
+        sock.sendall(get_root)
+        answer = b""
+        while chunk := sock.recv(65536):  # to the close that follows the answer
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and b"connection: close" in answer.lower()
+        assert server.proc.wait(TIMEOUT) == 0
 
 
 # --- the command line ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -227,8 +228,11 @@ def test_cluster_smoke_run(tmp_path: Path) -> None:
     assert data["rows"][1]["us_added"] is not None and data["rows"][1]["below"] == (
         "direct/toy-httptools")
     assert [r["status"] for r in data["websocket"]] == ["ok", "ok"]
+    assert [r["how"] for r in data["rolling"]] == [
+        "sigterm", "reload", "idle-close-on-response", "sigterm", "drain",
+        "idle-close-on-response"]
     for scenario in ("balance", "failover", "rolling"):
-        assert len(data[scenario]) == 4, scenario
+        assert len(data[scenario]) == (6 if scenario == "rolling" else 4), scenario
         for row in data[scenario]:
             assert row["status"] == "ok" and len(row["runs"]) == 1, row
     for row in data["balance"]:
@@ -239,6 +243,7 @@ def test_cluster_smoke_run(tmp_path: Path) -> None:
         assert set(row["runs"][0]["steps"]) == {"b1", "b2"}
     text = (out / "results.md").read_text()
     assert "**Failover: b1 SIGKILLed halfway through each run**" in text
+    assert re.search(r"exit after SIGTERM .*nginx idle-close-on-response \d+\.\d\d", text)
     assert (out / "cluster.png").stat().st_size > 0
     configs = sorted(p.name for p in (out / "configs").iterdir())
     assert "hop-nginx-ka-on-nginx.conf" in configs and "rolling-haproxy-drain-haproxy.cfg" in \

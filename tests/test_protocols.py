@@ -628,6 +628,25 @@ def test_graceful_shutdown_closes_idle_now_and_busy_after_the_response(connect: 
     assert b"connection: close" in out.lower()  # RFC 9112 §9.6: the client is told
 
 
+def test_idle_close_on_response_answers_one_more_request_then_closes(connect: Connect
+                                                                      ) -> None:
+    """Under ``idle_close_on_response`` an idle connection outlives the shutdown: the request
+    a proxy sends on it meanwhile is answered, with Connection: close; one left unused closes
+    at its keep-alive timeout, not before."""
+    reused = connect(hello_app, idle_close_on_response=True, timeout_keep_alive=4)
+    assert statuses(reused.feed(GET)) == [200]
+    reused.shutdown()
+    assert not reused.closed
+    out = reused.feed(GET)
+    assert statuses(out) == [200] and b"connection: close" in out.lower() and reused.closed
+    unused = reused.connect()
+    unused.shutdown()
+    unused.advance(3.9)
+    assert not unused.closed
+    unused.advance(0.2)
+    assert unused.closed and unused.take() == b""
+
+
 def test_graceful_shutdown_reads_the_rest_of_an_upload_in_flight(connect: Connect) -> None:
     h = connect(echo_app)
     h.feed(POST + b"Content-Length: 10\r\n\r\nabc")

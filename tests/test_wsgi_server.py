@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -669,6 +670,32 @@ def test_graceful_shutdown_finishes_the_request_in_flight(model: str) -> None:
         assert (status, body, headers["connection"]) == (200, b"finished", "close")
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_idle_close_on_response_answers_an_idle_connection_once_more() -> None:
+    """gthread under ``idle_close_on_response``: after the stop, a request on an idle
+    keep-alive connection is answered with Connection: close; an unused one closes at its
+    keep-alive timeout, not at the DRAIN's end."""
+    get = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"
+    with running(echo_app, worker_class="gthread", idle_close_on_response=True,
+                 timeout_keep_alive=2.0) as (port, stop), \
+            connect(port) as reused, connect(port) as unused:
+        for sock in (reused, unused):
+            sock.sendall(get)
+            assert Reader(sock).response()[0] == 200
+        answered = time.monotonic()
+        stop.set()
+        deadline = answered + WAIT
+        while time.monotonic() < deadline:  # until the listener is closed: the stop is seen
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                break
+        reused.sendall(get)
+        status, headers, _ = Reader(reused).response()
+        assert (status, headers["connection"]) == (200, "close")
+        assert unused.recv(1) == b""
+        assert time.monotonic() - answered > 1.9  # its keep-alive timeout, not DRAIN
 
 
 def test_graceful_shutdown_gives_up_after_its_timeout() -> None:

@@ -6,10 +6,11 @@ hands that class to ``serve_protocol`` and its ``run()`` calls ``run_server``:
 
 - ``serve_protocol``: lifespan startup, ``loop.create_server``, a once-a-second tick that
   refreshes the ``Date`` header, and graceful shutdown on SIGINT/SIGTERM: stop accepting,
-  close idle keep-alive connections, let in-flight requests finish within
-  ``timeout_graceful_shutdown`` seconds, then lifespan shutdown. A second signal during the
-  wait cuts it short, as in uvicorn. A worker that retires (``toyservers.worker_process``) first
-  only stops accepting, through ``stop_accepting``.
+  close idle keep-alive connections (under ``idle_close_on_response``, after one more
+  response or at their keep-alive timeout: each protocol's ``close_idle``), let in-flight
+  requests finish within ``timeout_graceful_shutdown`` seconds, then lifespan shutdown. A
+  second signal during the wait cuts it short, as in uvicorn. A worker that retires
+  (``toyservers.worker_process``) first only stops accepting, through ``stop_accepting``.
 - ``run_server``: pick the event loop (uvloop when asked or available) and run until stopped;
   a failure to start is one line and an exit status, as uvicorn's.
 

@@ -138,7 +138,7 @@ class StreamProtocol:
     __slots__ = ("state", "config", "app", "stream", "cycle", "access_log", "client", "server",
                  "scheme", "tls", "reading", "kind", "when", "armed", "closed", "error",
                  "resumed", "task_group", "writing", "outbox", "transport", "flow",
-                 "scope_template", "switched")
+                 "scope_template", "switched", "closing")
 
     def __init__(self, state: ServerState, stream: ByteStream) -> None:
         self.state, self.config, self.app = state, state.config, state.app
@@ -164,6 +164,7 @@ class StreamProtocol:
         self.writing = anyio.Lock()  # one write at a time: a 100 Continue, a response, an error
         # What the connection runs instead of HTTP once a request switched it (a WebSocket)
         self.switched: Callable[[], Awaitable[None]] | None = None
+        self.closing = False  # shutting down: the next response is the last (close_idle)
 
     # Deadlines: the reading's cancel scope, whose deadline is the running one's or earlier
 
@@ -261,12 +262,21 @@ class StreamProtocol:
         self.reading.cancel()
 
     def shutdown(self) -> None:
-        """Close now if no response is in flight, else after it (``Connection: close``)."""
+        """Close now if no response is in flight (``close_idle``), else after it
+        (``Connection: close``)."""
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
-            self.close()
+            self.close_idle()
         else:
             cycle.framer.keep_alive = False
+
+    def close_idle(self) -> None:
+        """Close now, or under ``idle_close_on_response`` after the next response or at the
+        idle deadline: ``http1_cycle.HTTP1Protocol.close_idle`` says why."""
+        if self.config.idle_close_on_response:
+            self.closing = True
+        else:
+            self.close()
 
     def stop_reading(self) -> None:
         """Reading is over (a subclass whose app task waits for a next request ends it)."""

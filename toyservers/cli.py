@@ -125,6 +125,10 @@ def configure_logging(level: str, access_log: bool) -> None:
               help="Close keep-alive connections idle this many seconds.")
 @click.option("--timeout-graceful-shutdown", default=30.0, show_default=True, type=float,
               help="Seconds in-flight requests get to finish on shutdown.")
+@click.option("--idle-close-on-response", is_flag=True,
+              help="On shutdown, idle keep-alive connections stay open for one more request "
+                   "(answered with Connection: close) or until --timeout-keep-alive (HAProxy's "
+                   "option).")
 @click.option("--limit-concurrency", default=None, type=int,
               help="Most connections at once; beyond it, 503.")
 @click.option("--backlog", default=2048, show_default=True, type=int, help="listen() backlog.")
@@ -178,6 +182,7 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
          threads: int, host: str, port: int, uds: str | None, fd: int | None, loop: str,
          lifespan: str,
          timeout_keep_alive: float, timeout_graceful_shutdown: float,
+         idle_close_on_response: bool,
          limit_concurrency: int | None, backlog: int, root_path: str,
          ssl_keyfile: str | None, ssl_certfile: str | None, proxy_headers: bool,
          forwarded_allow_ips: str | None, proxy_protocol: bool, ws: str, ws_max_size: int,
@@ -222,6 +227,7 @@ def main(ctx: click.Context, app: str, server: str, interface: str, worker_class
         lifespan=lifespan,  # type: ignore[arg-type]
         timeout_keep_alive=timeout_keep_alive,
         timeout_graceful_shutdown=timeout_graceful_shutdown,
+        idle_close_on_response=idle_close_on_response,
         limit_concurrency=limit_concurrency, backlog=backlog, root_path=root_path,
         ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile, proxy_headers=proxy_headers,
         forwarded_allow_ips=forwarded_allow_ips, proxy_protocol=proxy_protocol,

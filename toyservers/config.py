@@ -38,6 +38,14 @@ class Config:
         timeout_body: longest pause allowed while a request body arrives, seconds.
         timeout_graceful_shutdown: on SIGINT/SIGTERM, how long in-flight requests may take
             to finish, seconds (uvicorn's ``--timeout-graceful-shutdown``).
+        idle_close_on_response: on SIGINT/SIGTERM, leave an idle keep-alive connection open
+            until its next response, which says ``Connection: close``, or until
+            ``timeout_keep_alive`` closes it, instead of closing it at once (HAProxy's
+            ``option idle-close-on-response``): a proxy that reuses it meanwhile gets an
+            answer, not a closed connection. Shutdown then takes up to
+            ``timeout_keep_alive`` seconds longer while a client keeps an idle connection.
+            HTTP/1.1 only: an HTTP/2 connection gets GOAWAY, which tells the client what
+            was not processed (RFC 9113 §6.8).
         limit_concurrency: most connections at once; beyond it new requests get 503.
         max_request_line: longest request line, bytes (longer: 414).
         max_header_size: largest header block, bytes (larger: 431).
@@ -83,6 +91,7 @@ class Config:
     timeout_headers: float = 10.0
     timeout_body: float = 30.0
     timeout_graceful_shutdown: float | None = 30.0
+    idle_close_on_response: bool = False
     limit_concurrency: int | None = None
     max_request_line: int = 8 * 1024
     max_header_size: int = 16 * 1024

@@ -18,7 +18,9 @@ error, is written here once:
   it, else (and before trailers) by the read loop.
 - ``HTTP1Protocol``: the base of the three servers' protocol classes, with the one error
   answer, ``send_error(status)`` (HEAD-aware, then one lingering close: RFC 9112 §9.6), the
-  deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9) and ``shutdown()``. A
+  deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9), ``shutdown()`` and
+  ``close_idle()`` (a connection with no response in flight: closed now, or under
+  ``idle_close_on_response`` after its next response or at its idle deadline). A
   server implements ``on_response_complete()`` (the response is out: close, or read the next
   request), ``resume_reading()`` (the app wants more body), ``unread_body()`` (the declared
   request body still to come) and, where it keeps parser state, ``stop_reading()``.
@@ -113,12 +115,13 @@ class HTTP1Protocol(HTTPProtocol):
     """The base of an HTTP/1.1 protocol class: ``cycle`` (the request whose response goes
     out, or None) and the one close path. See the module docstring for what a subclass adds."""
 
-    __slots__ = ("cycle", "access_log")
+    __slots__ = ("cycle", "access_log", "closing")
 
     def __init__(self, state: ServerState) -> None:
         super().__init__(state)
         self.cycle: RequestResponseCycle | None = None
         self.access_log = access_log.enabled(state.config)
+        self.closing = False  # shutting down: the next response is the last (close_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -157,13 +160,31 @@ class HTTP1Protocol(HTTPProtocol):
             self.send_error(408)
 
     def shutdown(self) -> None:
-        """Close now if no response is in flight, else after it: a head not sent yet says
-        ``Connection: close`` (RFC 9112 §9.6)."""
+        """Close now if no response is in flight (``close_idle``), else after it: a head not
+        sent yet says ``Connection: close`` (RFC 9112 §9.6)."""
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
-            self.transport.close()
+            self.close_idle()
         else:
             cycle.framer.keep_alive = False
+
+    # --8<-- [start:close_idle]
+    def close_idle(self) -> None:
+        """Graceful shutdown of a connection with no response in flight: close it now, as
+        uvicorn does; or, under ``idle_close_on_response``, leave it open until its next
+        response, which says ``Connection: close`` (``closing``), or until its idle deadline.
+
+        Closing at once races a client that reuses the connection at that moment: a request
+        sent as the server closes meets a closed connection, and a proxy (nginx) does not
+        retry a POST that was sent (RFC 9110 §9.2.2: only idempotent requests may be
+        retried). A proxy whose own idle timeout is the shorter one (nginx's upstream
+        ``keepalive_timeout``) closes the connection first; the server never does under it.
+        """
+        if self.config.idle_close_on_response:
+            self.closing = True
+        else:
+            self.transport.close()
+    # --8<-- [end:close_idle]
 
     def on_response_complete(self) -> None:
         """The last body byte of ``cycle``'s response is written: close, or go on to the next
@@ -186,7 +207,8 @@ class HTTP1Protocol(HTTPProtocol):
 class RequestResponseCycle(asgi.RequestResponseCycle):
     """One request and its response on an HTTP/1.1 connection (``asgi.RequestResponseCycle``
     holds the request body, ``receive()``, ``run_asgi`` and the failure policy); the ASGI
-    extensions' messages go to methods of their own (see the module docstring)."""
+    extensions' messages go to methods of their own. ``section`` and ``body_complete`` are set
+    by ``promise_trailers`` and read only after it (one store in ``__init__``, not three)."""
 
     __slots__ = ("framer", "trailers", "section", "body_complete")
     protocol: HTTP1Protocol
@@ -195,10 +217,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
                  expect_100: bool) -> None:
         # the base's __init__ named, not super(): 0.6k instructions a request less (callgrind)
         asgi.RequestResponseCycle.__init__(self, protocol, scope, expect_100)
+        if protocol.closing:  # shutdown began (close_idle): this response is the last
+            framer.keep_alive = False
         self.framer = framer
         self.trailers: list[bytes] | None = None  # the trailer lines, once trailers are promised
-        # section and body_complete are set by promise_trailers and read only after it: a
-        # response without trailers pays for one store here, not three
 
     def write_continue(self) -> None:
         if data := self.framer.continue_bytes():
@@ -220,8 +242,7 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         ``check_response`` refuses or a body that breaks its Content-Length, and RuntimeError
         for a message out of order. (One method, not a framing helper it calls: the call cost
         1.0k of 126.1k instructions a request on toy-httptools, callgrind.) The extensions'
-        messages go to methods of their own, off this path.
-        """
+        messages go to methods of their own, off this path."""
         protocol = self.protocol
         if protocol.flow.write_paused and not self.disconnected:
             await protocol.flow.drain()

@@ -322,7 +322,7 @@ class HttpToolsProtocol(RequestReader):
         self.pipeline.clear()  # their apps never ran
         cycle = self.cycle
         if cycle is None:
-            return self.transport.close()
+            return self.close_idle()
         cycle.framer.keep_alive = False
         if not (cycle is self.parsing and self.phase == IN_BODY):
             self.reading_stopped = True

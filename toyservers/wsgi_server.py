@@ -54,7 +54,8 @@ SEND_TIMEOUT = 30.0  # a client that takes none of our bytes for this long is go
 LINGER_SECONDS = 2.0  # after an answer that closes, how long we drain the client's leftovers
 TICK = 0.25  # how often the main loop looks at the shutdown Event (it has no fd to select on)
 DRAIN = 0.2  # seconds a graceful stop still reads idle connections (as worker_process.DRAIN):
-# a request sent on one already (wrk sends at once) gets an answer, with Connection: close
+# a request sent on one already (wrk sends at once) gets an answer, with Connection: close;
+# under idle_close_on_response, until each has had its answer or its keep-alive timeout
 
 
 # --- Protocol interface ---------------------------------------------------------------------------
@@ -356,11 +357,14 @@ class WSGIServer:
         selector.register(self.wake_r, selectors.EVENT_READ)
         pool = concurrent.futures.ThreadPoolExecutor(config.threads, "toy-wsgi")
         stop_at = float("inf")  # graceful shutdown: when the DRAIN ends
+        drain = config.timeout_keep_alive if config.idle_close_on_response else DRAIN
         while (now := time.monotonic()) < stop_at:
             if self.stopping.is_set() and stop_at == float("inf"):  # stop accepting; see DRAIN
                 selector.unregister(self.listener)
                 self.listener.close()
-                stop_at = now + (DRAIN if self.threaded else 0.0)  # sync keeps none idle
+                stop_at = now + (drain if self.threaded else 0.0)  # sync keeps none idle
+            elif stop_at < float("inf") and not (self.idle or self.busy):
+                break  # every connection had its last answer: nothing left to drain
             timeout = min(TICK, stop_at - now, next(iter(self.idle.values()), now + TICK) - now)
             self.wakeups += 1
             for key, _ in selector.select(max(timeout, 0)):
