@@ -1,9 +1,10 @@
 """A body from a file (``toyservers.file_response``: the pathsend and zerocopysend extensions)
 on the three asyncio HTTP/1.1 toys, end to end over loopback, both ways a server sends it:
-``sendfile`` (asyncio's own loop, a plain socket: what ``tests/support/running.serving``
-runs) and ``read`` (the 64 KiB read loop of uvloop, TLS, anyio and HTTP/2, forced here by
-``can_sendfile`` answering False). The same rows on every ASGI server, toy-anyio and toy-h2
-included, are tests/conformance/test_file_responses.py.
+``os.sendfile`` on a plain socket, on ``asyncio``'s own loop and on ``uvloop``, and ``read``
+(the 64 KiB read loop of TLS, anyio and HTTP/2, forced here by ``can_sendfile`` answering
+False). tests/test_sendfile.py holds what is the sendfile way's own (backpressure, a peer
+that leaves mid-file). The same rows on every ASGI server, toy-anyio and toy-h2 included,
+are tests/conformance/test_file_responses.py.
 """
 
 from __future__ import annotations
@@ -79,7 +80,11 @@ def make_app(files: dict[str, Path], seen: list[Any]) -> Any:
     return app
 
 
-@pytest.fixture(params=[(toy, way) for toy in PROTOCOLS for way in ("sendfile", "read")],
+#: How a file goes out: os.sendfile on either loop, or the read loop (on asyncio's loop).
+WAYS = ("asyncio", "uvloop", "read")
+
+
+@pytest.fixture(params=[(toy, way) for toy in PROTOCOLS for way in WAYS],
                 ids=lambda p: f"{p[0]}-{p[1]}")
 def server(request: pytest.FixtureRequest, files: dict[str, Path],
            monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[int, list[Any]]]:
@@ -87,7 +92,8 @@ def server(request: pytest.FixtureRequest, files: dict[str, Path],
     if way == "read":
         monkeypatch.setattr(file_response, "can_sendfile", lambda transport: False)
     seen: list[Any] = []
-    with serving(toy, make_app(files, seen)) as port:
+    with serving(toy, make_app(files, seen), loop="uvloop" if way == "uvloop" else "asyncio"
+                 ) as port:
         yield port, seen
 
 
@@ -150,16 +156,19 @@ def test_a_relative_path_raises_in_the_app(server: tuple[int, list[Any]]) -> Non
 
 def test_a_file_body_leaves_the_file_position_of_an_fd_as_the_rules_say(
         files: dict[str, Path]) -> None:
-    """``FileBody.done``: offset given, the position goes back where it was."""
+    """``FileBody.done``: offset given, the position stays; none given, it moves past."""
     fd = os.open(files["big"], os.O_RDONLY)
     try:
         os.lseek(fd, 3, os.SEEK_SET)
         body = file_response.open_body({"type": "http.response.zerocopysend", "file": fd,
                                         "offset": 100, "count": 10 ** 9})
         assert (body.offset, body.count) == (100, SIZE - 100)  # past the end: what is there
-        os.lseek(fd, 50, os.SEEK_SET)  # as loop.sendfile leaves it
         body.done(body.count)
         assert os.lseek(fd, 0, os.SEEK_CUR) == 3
+        body = file_response.open_body({"type": "http.response.zerocopysend", "file": fd,
+                                        "count": 10})
+        body.done(body.count)
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 13
     finally:
         os.close(fd)
 
