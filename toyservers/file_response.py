@@ -206,16 +206,16 @@ async def sendfile(transport: asyncio.Transport, flow: FlowControl, body: FileBo
     watched = -1  # the duplicate the loop watches, once the socket has been full
     try:
         while offset < end:
-            if transport.is_closing():  # (then ``sock`` may soon be another connection's)
+            if transport.is_closing():  # its descriptor may be another connection's by now
                 raise ConnectionAbortedError("the connection closed while the file was sent")
-            if not transport.get_write_buffer_size():
+            if not transport.get_write_buffer_size():  # the head and chunk line are out
                 try:
                     sent = os.sendfile(sock, body.fd, offset, end - offset)
-                except BlockingIOError:
-                    sent = -1  # the socket buffer is full
-                if sent == 0:
-                    break  # the file ended early
-                if sent > 0:
+                except BlockingIOError:  # the socket buffer is full: wait below
+                    pass
+                else:
+                    if not sent:
+                        break  # the file ended early (it shrank)
                     offset += sent
                     continue
             if watched < 0:
