@@ -181,9 +181,9 @@ def check_length(framer: Any, body: FileBody) -> None:
 
 def can_sendfile(transport: asyncio.BaseTransport) -> bool:
     """True where ``sendfile`` can send a file: a plain (not TLS) socket transport, asyncio's
-    or uvloop's."""
+    or uvloop's, on a system with ``os.sendfile`` (Linux, the BSDs, macOS; not Windows)."""
     return (transport.get_extra_info("sslcontext") is None
-            and transport.get_extra_info("socket") is not None)
+            and transport.get_extra_info("socket") is not None and hasattr(os, "sendfile"))
 
 
 # --8<-- [start:sendfile]
