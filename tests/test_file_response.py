@@ -43,7 +43,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def make_app(files: dict[str, Path], seen: list[Any]) -> Any:
     """Routes: ``/cl`` and ``/chunked`` (pathsend of the big file, with and without its
     Content-Length), ``/length?N`` (pathsend of the small file with Content-Length N),
-    ``/zerocopy`` (three zerocopysend messages, see the test), ``/relative``."""
+    ``/zerocopy`` (three zerocopysend messages, see the test), ``/relative`` and ``/folder``
+    (pathsend of a relative path, of a folder: the error's name is the body)."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -60,10 +61,11 @@ def make_app(files: dict[str, Path], seen: list[Any]) -> Any:
             await send({"type": "http.response.pathsend", "path": str(files["big"])})
         elif path == "/length":
             await send({"type": "http.response.pathsend", "path": str(files["small"])})
-        elif path == "/relative":
+        elif path in ("/relative", "/folder"):
+            where = "big.bin" if path == "/relative" else str(files["big"].parent)
             try:
-                await send({"type": "http.response.pathsend", "path": "big.bin"})
-            except ValueError as exc:
+                await send({"type": "http.response.pathsend", "path": where})
+            except (ValueError, OSError) as exc:
                 await send({"type": "http.response.body", "body": type(exc).__name__.encode()})
         elif path == "/zerocopy":
             with files["big"].open("rb") as file:
@@ -148,10 +150,13 @@ def test_a_file_that_breaks_its_content_length_gets_500(
     assert response.status_code == 500  # refused before a byte of the 200 was written
 
 
-def test_a_relative_path_raises_in_the_app(server: tuple[int, list[Any]]) -> None:
+@pytest.mark.parametrize(("path", "error"), [("/relative", b"ValueError"),
+                                            ("/folder", b"IsADirectoryError")])
+def test_a_path_that_is_no_file_raises_in_the_app(server: tuple[int, list[Any]], path: str,
+                                                  error: bytes) -> None:
     port, _ = server
-    response = httpx.get(f"http://{HOST}:{port}/relative", timeout=NET_TIMEOUT)
-    assert (response.status_code, response.content) == (200, b"ValueError")
+    response = httpx.get(f"http://{HOST}:{port}{path}", timeout=NET_TIMEOUT)
+    assert (response.status_code, response.content) == (200, error)
 
 
 def test_a_file_body_leaves_the_file_position_of_an_fd_as_the_rules_say(

@@ -53,7 +53,9 @@ hypercorn offer neither extension.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import stat
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -91,7 +93,10 @@ class FileBody:
         if offset is None:  # a file object's position counts what its buffer holds: ask it
             offset = os.lseek(self.fd, 0, os.SEEK_CUR) if isinstance(file, int) else file.tell()
         self.offset = offset
-        left = max(os.fstat(self.fd).st_size - self.offset, 0)
+        info = os.fstat(self.fd)
+        if stat.S_ISDIR(info.st_mode):  # (os.open opens one: open() would refuse it)
+            raise IsADirectoryError(errno.EISDIR, "a folder is no file body")
+        left = max(info.st_size - self.offset, 0)
         self.count = left if count is None else min(count, left)
 
     def __len__(self) -> int:
@@ -100,7 +105,7 @@ class FileBody:
     def done(self, sent: int) -> None:
         """After ``sent`` bytes went: set the file position as the rules say, close ours."""
         if self.owned:
-            self.file.close()
+            os.close(self.fd)
         elif self.advance:  # (os.sendfile and os.pread with an offset leave the position)
             if isinstance(self.file, int):
                 os.lseek(self.fd, self.offset + sent, os.SEEK_SET)
@@ -119,11 +124,11 @@ def open_body(message: Message) -> FileBody:
             raise TypeError(f"pathsend path must be a str, not {type(path).__name__}")
         if not os.path.isabs(path):  # the spec: "the absolute file path"
             raise ValueError(f"pathsend path must be absolute: {path!r}")
-        file = open(path, "rb", buffering=0)  # noqa: SIM115 (closed by FileBody.done)
+        fd = os.open(path, os.O_RDONLY)  # a descriptor, no file object: closed by done()
         try:
-            return FileBody(file, 0, None, False, owned=True)
+            return FileBody(fd, 0, None, False, owned=True)
         except BaseException:
-            file.close()
+            os.close(fd)
             raise
     offset, count = message.get("offset"), message.get("count")
     if (offset is not None and offset < 0) or (count is not None and count < 0):
