@@ -46,8 +46,9 @@ Rules kept (the spec's, or ours where it says nothing):
 Spec: ASGI extensions (asgiref docs/extensions.rst: "Path Send", "Zero Copy Send"); RFC 9112
 §6.3 (message body length), §7.1 (chunked); sendfile(2), pread(2), dup(2).
 
-Compare with: granian's ASGI pathsend (Rust: the file is streamed by the server); uvicorn and
-hypercorn offer neither extension.
+Compare with: CPython's asyncio/selector_events.py (``_sendfile_native``, ``_sock_sendfile_native``:
+what ``sendfile`` does, for asyncio's loop only); granian's ASGI pathsend (Rust: the file is
+streamed by the server); uvicorn and hypercorn offer neither extension.
 """
 
 from __future__ import annotations
