@@ -1,8 +1,11 @@
-"""The app of ``bench download``: one big file, sent two ways.
+"""The app of ``bench download``: one big file, sent three ways.
 
 - ``GET /pathsend``: the file at ``DOWNLOAD_APP_FILE``, with its Content-Length, by one
   ``http.response.pathsend`` message (ASGI extension "Path Send"): the server reads or
   ``sendfile(2)``s it; 501 when the scope does not offer the extension.
+- ``GET /chunks``: the app reads the file ``CHUNK`` bytes at a time and sends each piece as an
+  ``http.response.body`` with ``more_body``: what an app does where no server sends files
+  (Starlette's ``FileResponse`` without pathsend), every byte through the process.
 - ``GET /memory``: the same file read whole into a ``bytes`` and sent as one
   ``http.response.body``: what an app without the extension might do, and what it costs in
   memory.
@@ -17,10 +20,12 @@ import os
 from typing import Any
 
 FILE_ENV = "DOWNLOAD_APP_FILE"
+CHUNK = 64 * 1024  # bytes read and sent at a time by /chunks (Starlette's FileResponse's size)
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Answer ``/pathsend`` and ``/memory`` as the module docstring says; 404 elsewhere."""
+    """Answer ``/pathsend``, ``/chunks`` and ``/memory`` as the module docstring says; 404
+    elsewhere."""
     if scope["type"] != "http":
         return
     path = os.environ[FILE_ENV]
@@ -30,6 +35,12 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["path"] == "/pathsend" and "http.response.pathsend" in scope.get("extensions", {}):
         await send({"type": "http.response.start", "status": 200, "headers": head})
         await send({"type": "http.response.pathsend", "path": path})
+    elif scope["path"] == "/chunks":
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        with open(path, "rb", buffering=0) as file:
+            while piece := file.read(CHUNK):
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
     elif scope["path"] == "/memory":
         with open(path, "rb") as file:
             body = file.read()

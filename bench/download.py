@@ -1,21 +1,21 @@
 """``bench download``: one big file downloaded from each server, its memory sampled throughout.
 
-The app (:mod:`apps.download_app`) serves one file two ways: ``/pathsend`` (the ASGI
-``http.response.pathsend`` extension: the server sends the file) and ``/memory`` (the app
-reads it whole and sends one body). For each server (``--servers``: toy-httptools and granian,
-the reference with pathsend, by default; a toy server once per event loop of ``--toy-loops``:
-on asyncio's own loop the toys send the file with ``sendfile(2)``, on uvloop, which has no
-``loop.sendfile``, with their 64 KiB read loop) and each way (``--ways``), the bench starts the
-server afresh, asks once for a path the app answers 404 (the app and the server warm, nothing of the
-file read), then
-downloads the file with one GET, reading 64 KiB at a time, while a thread samples the RSS of
-the server's whole process tree (psutil) every ``--interval`` seconds. Rows: the server's RSS
-before the download (start), the highest sample during it (peak), after it (end), the peak
-over the start, the CPU time the server's process tree spent on the download (user + system:
-where the copies ``sendfile(2)`` saves show), the read system calls it made (the kernel's
-count, ``syscr`` of ``/proc/<pid>/io``: ``read``, ``pread`` and ``sendfile`` count one each;
-a socket's ``recv`` and ``send`` count nowhere, so its write count would say more about the
-event loop than the way, and is left out), and the download's rate.
+The app (:mod:`apps.download_app`) serves one file three ways: ``/pathsend`` (the ASGI
+``http.response.pathsend`` extension: the server sends the file; the toys with
+``sendfile(2)``, on uvloop and on asyncio's own loop alike), ``/chunks`` (the app reads it
+64 KiB at a time and sends each piece as a body: every byte through the process) and
+``/memory`` (the app reads it whole and sends one body). For each server (``--servers``:
+toy-httptools and granian, the reference with pathsend, by default; a toy server once per
+event loop of ``--toy-loops``) and each way (``--ways``), the bench starts the server afresh,
+asks once for a path the app answers 404 (the app and the server warm, nothing of the file
+read), then downloads the file with one GET, reading 64 KiB at a time, while a thread samples
+the RSS of the server's whole process tree (psutil) every ``--interval`` seconds. Rows: the
+server's RSS before the download (start), the highest sample during it (peak), after it
+(end), the peak over the start, the CPU time the server's process tree spent on the download
+(user + system: where the copies ``sendfile(2)`` saves show), the read system calls it made
+(the kernel's count, ``syscr`` of ``/proc/<pid>/io``: ``read``, ``pread`` and ``sendfile``
+count one each; a socket's ``recv`` and ``send`` count nowhere, so its write count would say
+more about the event loop than the way, and is left out), and the download's rate.
 A server that sends the file in bounded pieces stays flat; one that holds the body grows by
 the file's size.
 
@@ -48,7 +48,7 @@ from toyservers.registry import SERVERS, get
 
 APP = "apps.download_app:app"
 DEFAULT_SERVERS = ("toy-httptools", "granian")
-WAYS = ("pathsend", "memory")
+WAYS = ("pathsend", "chunks", "memory")
 LOOPS = ("uvloop", "asyncio")
 MIB = 1024 * 1024
 READ_SIZE = 64 * 1024  # bytes the client reads at a time
@@ -167,10 +167,10 @@ def how_it_ran(data: dict[str, Any]) -> list[str]:
             "that reads nothing of the file",
             f"RSS of the server's whole process tree (psutil) every {settings['interval_s']} s "
             "during the download; start is before it, end after it",
-            "pathsend: the app sends one http.response.pathsend message; memory: the app reads "
-            "the file whole and sends it as one http.response.body",
-            "a toy server runs once per event loop: on asyncio's own loop it sends a file with "
-            "sendfile(2) (loop.sendfile), on uvloop (no loop.sendfile) with its 64 KiB read loop",
+            "pathsend: the app sends one http.response.pathsend message (a toy server, on either "
+            "event loop, sends the file with sendfile(2)); chunks: the app reads the file 64 KiB "
+            "at a time and sends each piece as an http.response.body; memory: the app reads the "
+            "file whole and sends it as one http.response.body",
             "CPU ms: user + system CPU time of the server's process tree during the download, "
             "counted by the kernel in clock ticks (10 ms on most Linux systems); read calls: "
             "the read system calls the kernel counted for it meanwhile (syscr of "
@@ -182,7 +182,7 @@ def command(
     servers: Annotated[str, typer.Option(
         help="Comma-separated ASGI servers.")] = ",".join(DEFAULT_SERVERS),
     ways: Annotated[str, typer.Option(
-        help="Comma-separated ways to send the file: pathsend, memory.")] = ",".join(WAYS),
+        help="Comma-separated ways to send the file: pathsend, chunks, memory.")] = ",".join(WAYS),
     toy_loops: Annotated[str, typer.Option(
         help="Comma-separated event loops each toy server runs on: uvloop, asyncio.")
     ] = ",".join(LOOPS),
@@ -194,8 +194,8 @@ def command(
         help="Folder for results.json and results.md [default: results/download-<timestamp>]")
     ] = None,
 ) -> None:
-    """A big file downloaded with pathsend (and read whole by the app), the server's memory
-    sampled during the download: flat, or the file's size."""
+    """A big file downloaded with pathsend (and read by the app, in pieces or whole), the
+    server's memory sampled during the download: flat, or the file's size."""
     console, errors = consoles(150)
     settings = Settings(servers=names(servers), ways=names(ways), toy_loops=names(toy_loops),
                         size=size, interval=interval, host=host)

@@ -1,9 +1,10 @@
 """A body from a file (``toyservers.file_response``: the pathsend and zerocopysend extensions)
 on the three asyncio HTTP/1.1 toys, end to end over loopback, both ways a server sends it:
-``sendfile`` (asyncio's own loop, a plain socket: what ``tests/support/running.serving``
-runs) and ``read`` (the 64 KiB read loop of uvloop, TLS, anyio and HTTP/2, forced here by
-``can_sendfile`` answering False). The same rows on every ASGI server, toy-anyio and toy-h2
-included, are tests/conformance/test_file_responses.py.
+``os.sendfile`` on a plain socket, on ``asyncio``'s own loop and on ``uvloop``, and ``read``
+(the 64 KiB read loop of TLS, anyio and HTTP/2, forced here by ``can_sendfile`` answering
+False). tests/test_sendfile.py holds what is the sendfile way's own (backpressure, a peer
+that leaves mid-file). The same rows on every ASGI server, toy-anyio and toy-h2 included,
+are tests/conformance/test_file_responses.py.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def make_app(files: dict[str, Path], seen: list[Any]) -> Any:
     """Routes: ``/cl`` and ``/chunked`` (pathsend of the big file, with and without its
     Content-Length), ``/length?N`` (pathsend of the small file with Content-Length N),
-    ``/zerocopy`` (three zerocopysend messages, see the test), ``/relative``."""
+    ``/zerocopy`` (three zerocopysend messages, see the test), ``/relative`` and ``/folder``
+    (pathsend of a relative path, of a folder: the error's name is the body)."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -59,10 +61,11 @@ def make_app(files: dict[str, Path], seen: list[Any]) -> Any:
             await send({"type": "http.response.pathsend", "path": str(files["big"])})
         elif path == "/length":
             await send({"type": "http.response.pathsend", "path": str(files["small"])})
-        elif path == "/relative":
+        elif path in ("/relative", "/folder"):
+            where = "big.bin" if path == "/relative" else str(files["big"].parent)
             try:
-                await send({"type": "http.response.pathsend", "path": "big.bin"})
-            except ValueError as exc:
+                await send({"type": "http.response.pathsend", "path": where})
+            except (ValueError, OSError) as exc:
                 await send({"type": "http.response.body", "body": type(exc).__name__.encode()})
         elif path == "/zerocopy":
             with files["big"].open("rb") as file:
@@ -79,7 +82,11 @@ def make_app(files: dict[str, Path], seen: list[Any]) -> Any:
     return app
 
 
-@pytest.fixture(params=[(toy, way) for toy in PROTOCOLS for way in ("sendfile", "read")],
+#: How a file goes out: os.sendfile on either loop, or the read loop (on asyncio's loop).
+WAYS = ("asyncio", "uvloop", "read")
+
+
+@pytest.fixture(params=[(toy, way) for toy in PROTOCOLS for way in WAYS],
                 ids=lambda p: f"{p[0]}-{p[1]}")
 def server(request: pytest.FixtureRequest, files: dict[str, Path],
            monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[int, list[Any]]]:
@@ -87,7 +94,8 @@ def server(request: pytest.FixtureRequest, files: dict[str, Path],
     if way == "read":
         monkeypatch.setattr(file_response, "can_sendfile", lambda transport: False)
     seen: list[Any] = []
-    with serving(toy, make_app(files, seen)) as port:
+    with serving(toy, make_app(files, seen), loop="uvloop" if way == "uvloop" else "asyncio"
+                 ) as port:
         yield port, seen
 
 
@@ -142,24 +150,30 @@ def test_a_file_that_breaks_its_content_length_gets_500(
     assert response.status_code == 500  # refused before a byte of the 200 was written
 
 
-def test_a_relative_path_raises_in_the_app(server: tuple[int, list[Any]]) -> None:
+@pytest.mark.parametrize(("path", "error"), [("/relative", b"ValueError"),
+                                            ("/folder", b"IsADirectoryError")])
+def test_a_path_that_is_no_file_raises_in_the_app(server: tuple[int, list[Any]], path: str,
+                                                  error: bytes) -> None:
     port, _ = server
-    response = httpx.get(f"http://{HOST}:{port}/relative", timeout=NET_TIMEOUT)
-    assert (response.status_code, response.content) == (200, b"ValueError")
+    response = httpx.get(f"http://{HOST}:{port}{path}", timeout=NET_TIMEOUT)
+    assert (response.status_code, response.content) == (200, error)
 
 
 def test_a_file_body_leaves_the_file_position_of_an_fd_as_the_rules_say(
         files: dict[str, Path]) -> None:
-    """``FileBody.done``: offset given, the position goes back where it was."""
+    """``FileBody.done``: offset given, the position stays; none given, it moves past."""
     fd = os.open(files["big"], os.O_RDONLY)
     try:
         os.lseek(fd, 3, os.SEEK_SET)
         body = file_response.open_body({"type": "http.response.zerocopysend", "file": fd,
                                         "offset": 100, "count": 10 ** 9})
         assert (body.offset, body.count) == (100, SIZE - 100)  # past the end: what is there
-        os.lseek(fd, 50, os.SEEK_SET)  # as loop.sendfile leaves it
         body.done(body.count)
         assert os.lseek(fd, 0, os.SEEK_CUR) == 3
+        body = file_response.open_body({"type": "http.response.zerocopysend", "file": fd,
+                                        "count": 10})
+        body.done(body.count)
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 13
     finally:
         os.close(fd)
 

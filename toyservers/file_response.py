@@ -8,16 +8,19 @@ object, "offset": int | None, "count": int | None, "more_body": bool}`` (bytes o
 app opened and closes; it may be one of several body messages). A server hands either to
 ``open_body``, which gives a ``FileBody``, and sends its bytes one of two ways:
 
-- ``sendfile(2)``: the kernel copies the file's pages into the socket, the bytes never enter
-  the process. asyncio's ``loop.sendfile`` does it (``os.sendfile``) on a plain socket
-  transport; ``http1_cycle`` uses it on plain HTTP/1.1, with the head and the chunk lines
-  written around it. uvloop has no ``loop.sendfile`` (it raises NotImplementedError), nor has
-  a TLS transport a socket the kernel can write to: the bytes must be encrypted in the process.
+- ``sendfile``: ``os.sendfile`` (sendfile(2)), the kernel copies the file's pages into the
+  socket and the bytes never enter the process. ``http1_cycle`` uses it on every plain
+  HTTP/1.1 socket, on uvloop and on asyncio's own loop alike, with the head and the chunk
+  lines written around it. It does what asyncio's ``loop.sendfile`` does (CPython's
+  ``selector_events._sendfile_native``: wait for the transport's buffer to empty, then
+  ``os.sendfile`` until the count is sent, waiting for the socket to drain in between), on a
+  loop that has none: uvloop's raises NotImplementedError. A TLS transport has no socket the
+  kernel can write the file to: the bytes must be encrypted in the process.
 - ``send_by_reading``: a read loop, ``READ_SIZE`` bytes at a time (``os.pread``), each piece an
   ordinary ``http.response.body`` message through the server's own ``send``, so the framing,
   Content-Length checks, backpressure (``FlowControl.drain``) and the HTTP/2 flow-control
-  window apply as to any body. Used under TLS, on uvloop, on anyio (its streams have no
-  sendfile) and on HTTP/2 (DATA frames are framed in the process).
+  window apply as to any body. Used under TLS, on anyio (its streams have no sendfile), on
+  HTTP/2 (DATA frames are framed in the process) and before trailers.
 
 Both extensions are announced on every connection (``asgi_extensions.offered``, in the scope
 template: nothing per request): zerocopysend's message behaves "the same as ordinary
@@ -41,16 +44,19 @@ Rules kept (the spec's, or ours where it says nothing):
 - HEAD: the head only, the file is not read (RFC 9110 §9.3.2).
 
 Spec: ASGI extensions (asgiref docs/extensions.rst: "Path Send", "Zero Copy Send"); RFC 9112
-§6.3 (message body length), §7.1 (chunked); sendfile(2), pread(2).
+§6.3 (message body length), §7.1 (chunked); sendfile(2), pread(2), dup(2).
 
-Compare with: granian's ASGI pathsend (Rust: the file is streamed by the server); uvicorn and
-hypercorn offer neither extension.
+Compare with: CPython's asyncio/selector_events.py (``_sendfile_native``, ``_sock_sendfile_native``:
+what ``sendfile`` does, for asyncio's loop only); granian's ASGI pathsend (Rust: the file is
+streamed by the server); uvicorn and hypercorn offer neither extension.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import stat
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -59,6 +65,7 @@ import h11
 from toyservers import http1
 from toyservers._types import Message
 from toyservers.asgi_extensions import PATHSEND, ZEROCOPYSEND
+from toyservers.flow_control import FlowControl
 
 #: Bytes read per piece by ``send_by_reading``: asyncio's high-water mark (64 KiB), so one piece
 #: fills the write buffer once and ``drain`` waits for the client before the next is read.
@@ -77,18 +84,20 @@ class FileBody:
     passes through ``send_with_data_passthrough`` in place of the bytes (h11's sendfile hook).
     """
 
-    __slots__ = ("file", "fd", "offset", "count", "more_body", "owned", "advance", "position")
+    __slots__ = ("file", "fd", "offset", "count", "more_body", "owned", "advance")
 
     def __init__(self, file: Any, offset: int | None, count: int | None, more_body: bool,
                  owned: bool) -> None:
         self.file, self.more_body, self.owned = file, more_body, owned
         self.fd = file if isinstance(file, int) else file.fileno()
-        # a Python file object's position counts what its buffer holds: ask it, not the fd
-        self.position = os.lseek(self.fd, 0, os.SEEK_CUR) if isinstance(file, int) else (
-            file.tell())
         self.advance = offset is None
-        self.offset = self.position if offset is None else offset
-        left = max(os.fstat(self.fd).st_size - self.offset, 0)
+        if offset is None:  # a file object's position counts what its buffer holds: ask it
+            offset = os.lseek(self.fd, 0, os.SEEK_CUR) if isinstance(file, int) else file.tell()
+        self.offset = offset
+        info = os.fstat(self.fd)
+        if stat.S_ISDIR(info.st_mode):  # (os.open opens one: open() would refuse it)
+            raise IsADirectoryError(errno.EISDIR, "a folder is no file body")
+        left = max(info.st_size - self.offset, 0)
         self.count = left if count is None else min(count, left)
 
     def __len__(self) -> int:
@@ -97,13 +106,12 @@ class FileBody:
     def done(self, sent: int) -> None:
         """After ``sent`` bytes went: set the file position as the rules say, close ours."""
         if self.owned:
-            self.file.close()
-        else:  # (loop.sendfile seeks the fd past what it sent, whatever the offset)
-            position = self.offset + sent if self.advance else self.position
+            os.close(self.fd)
+        elif self.advance:  # (os.sendfile and os.pread with an offset leave the position)
             if isinstance(self.file, int):
-                os.lseek(self.fd, position, os.SEEK_SET)
+                os.lseek(self.fd, self.offset + sent, os.SEEK_SET)
             else:
-                self.file.seek(position)
+                self.file.seek(self.offset + sent)
 
 
 def open_body(message: Message) -> FileBody:
@@ -117,11 +125,11 @@ def open_body(message: Message) -> FileBody:
             raise TypeError(f"pathsend path must be a str, not {type(path).__name__}")
         if not os.path.isabs(path):  # the spec: "the absolute file path"
             raise ValueError(f"pathsend path must be absolute: {path!r}")
-        file = open(path, "rb", buffering=0)  # noqa: SIM115 (closed by FileBody.done)
+        fd = os.open(path, os.O_RDONLY)  # a descriptor, no file object: closed by done()
         try:
-            return FileBody(file, 0, None, False, owned=True)
+            return FileBody(fd, 0, None, False, owned=True)
         except BaseException:
-            file.close()
+            os.close(fd)
             raise
     offset, count = message.get("offset"), message.get("count")
     if (offset is not None and offset < 0) or (count is not None and count < 0):
@@ -177,12 +185,57 @@ def check_length(framer: Any, body: FileBody) -> None:
                                   f"owes {owed}")
 
 
-def can_sendfile(transport: object) -> bool:
-    """True where ``loop.sendfile`` can use ``os.sendfile``: a plain (not TLS) socket transport
-    of asyncio's own loop (uvloop's loop has no ``sendfile``)."""
-    return (isinstance(transport, asyncio.Transport)
-            and isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop)
-            and transport.get_extra_info("sslcontext") is None)
+def can_sendfile(transport: asyncio.BaseTransport) -> bool:
+    """True where ``sendfile`` can send a file: a plain (not TLS) socket transport, asyncio's
+    or uvloop's, on a system with ``os.sendfile`` (Linux, the BSDs, macOS; not Windows)."""
+    return (transport.get_extra_info("sslcontext") is None
+            and transport.get_extra_info("socket") is not None and hasattr(os, "sendfile"))
+
+
+# --8<-- [start:sendfile]
+async def sendfile(transport: asyncio.Transport, flow: FlowControl, body: FileBody) -> int:
+    """Send ``body``'s bytes into ``transport``'s socket with ``os.sendfile``: the kernel
+    copies the file's pages into the socket, the bytes never enter the process.
+
+    The head and any chunk line the caller wrote must reach the socket first, so a call is
+    made only while the transport's buffer is empty. The socket is non-blocking: a call sends
+    what the socket buffer has room for, and BlockingIOError says it is full; then ``drain()``
+    waits (as a ``send()`` does) until the loop sees room, a writer callback on a duplicate of
+    the socket's descriptor (``os.dup``: loops refuse to watch a descriptor their transport
+    owns), which is closed at the end, however it ends. Nothing else writes meanwhile: the
+    caller writes what follows the file after this returns. Returns the bytes sent, fewer
+    when the file shrank. Raises ConnectionError: the peer reset the connection
+    (ConnectionResetError, BrokenPipeError) or it closed while we waited."""
+    loop = asyncio.get_running_loop()
+    sock = transport.get_extra_info("socket").fileno()
+    offset, end = body.offset, body.offset + body.count
+    watched = -1  # the duplicate the loop watches, once the socket has been full
+    try:
+        while offset < end:
+            if transport.is_closing():  # its descriptor may be another connection's by now
+                raise ConnectionAbortedError("the connection closed while the file was sent")
+            if not transport.get_write_buffer_size():  # the head and chunk line are out
+                try:
+                    sent = os.sendfile(sock, body.fd, offset, end - offset)
+                except BlockingIOError:  # the socket buffer is full: wait below
+                    pass
+                else:
+                    if not sent:
+                        break  # the file ended early (it shrank)
+                    offset += sent
+                    continue
+            if watched < 0:
+                watched = os.dup(sock)
+                loop.add_writer(watched, flow.resume_writing)
+            flow.pause_writing()
+            await flow.drain()  # until the socket has room, or connection_lost wakes it
+    finally:
+        if watched >= 0:
+            loop.remove_writer(watched)
+            os.close(watched)
+            flow.resume_writing()  # a drain() cancelled before the writer fired
+    return offset - body.offset
+# --8<-- [end:sendfile]
 
 
 def file_pieces(framer: Any, body: FileBody) -> list[bytes | FileBody]:

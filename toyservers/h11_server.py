@@ -25,8 +25,8 @@ Deliberately left out: other protocol upgrades (served as plain HTTP), CONNECT
 (501), HTTP/1.0 keep-alive (h11 always closes HTTP/1.0 connections, which RFC 9112 §9.3
 allows), request trailers (h11 parses them; they are checked, then dropped),
 ``http.response.debug`` (asgiref: not for production), TLS beyond what asyncio's ``ssl=``
-gives; ``sendfile(2)`` for a file body under TLS, on uvloop and before trailers: read in 64
-KiB pieces there.
+gives; ``sendfile(2)`` for a file body under TLS and before trailers: read in 64 KiB pieces
+there.
 
 Spec: RFC 9112 §2-§3 (message and request line), §5 (field syntax), §6-§7 (body length,
 chunked coding), §9 (persistence, pipelining); RFC 9110 §5.5 (field values), §10.1.1 (Expect),

@@ -14,8 +14,8 @@ error, is written here once:
   (``asgi_extensions``); a response whose start promised trailers ends with its
   ``http.response.trailers`` (a chunked trailer section where the client said ``TE:
   trailers``); a file body (pathsend, zerocopysend: ``toyservers.file_response``) goes by
-  ``loop.sendfile`` between the head and the chunk lines where the loop and transport allow
-  it, else (and before trailers) by the read loop.
+  ``os.sendfile`` between the head and the chunk lines on a plain socket, on uvloop and on
+  asyncio's loop alike, else (under TLS, and before trailers) by the read loop.
 - ``HTTP1Protocol``: the base of the three servers' protocol classes, with the one error
   answer, ``send_error(status)`` (HEAD-aware, then one lingering close: RFC 9112 §9.6), the
   deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9), ``shutdown()`` and
@@ -363,10 +363,10 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
     # --8<-- [start:sendfile]
     async def sendfile(self, body: file_response.FileBody) -> int:
         """Write the head (if not out yet) and the framing, and let the kernel copy the file
-        into the socket between them (``loop.sendfile``: ``os.sendfile`` once the transport's
-        buffer is empty, reading paused meanwhile). All bytes are framed before one is
-        written, so a Content-Length the file breaks is refused while a 500 can still go.
-        Returns the bytes sent. Raises ClientDisconnected, http1.ResponseError."""
+        into the socket between them (``file_response.sendfile``: ``os.sendfile`` once the
+        transport's buffer is empty). All bytes are framed before one is written, so a
+        Content-Length the file breaks is refused while a 500 can still go. Returns the bytes
+        sent. Raises ClientDisconnected, http1.ResponseError."""
         protocol, framer = self.protocol, self.framer
         if self.more_body and not framer.head_sent and unread_body_closes(
                 self.expect_100, protocol.unread_body()):
@@ -381,10 +381,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
         sent = 0
         if at < len(pieces):
             try:
-                with open(body.fd, "rb", buffering=0, closefd=False) as file:  # the fd, unbuffered
-                    sent = await protocol.loop.sendfile(transport, file, body.offset,
-                                                        body.count, fallback=False)
-            except (ConnectionError, RuntimeError) as exc:  # a reset, or the transport closed
+                sent = await file_response.sendfile(transport, protocol.flow, body)
+            except ConnectionError as exc:  # a reset, or the connection closed meanwhile
                 self.disconnect()
                 transport.close()
                 raise ClientDisconnected("the client has disconnected") from exc
@@ -395,13 +393,8 @@ class RequestResponseCycle(asgi.RequestResponseCycle):
             self.response_complete = True
             if self.waiter is not None:
                 self.wake()
-        try:
-            transport.writelines(pieces[at + 1:])  # type: ignore[arg-type]
-            if not body.more_body:
-                protocol.on_response_complete()
-        except OSError as exc:  # the client left while reading was paused: unseen till now
-            self.disconnect()
-            transport.abort()
-            raise ClientDisconnected("the client has disconnected") from exc
+        transport.writelines(pieces[at + 1:])  # type: ignore[arg-type]
+        if not body.more_body:
+            protocol.on_response_complete()
         return sent
     # --8<-- [end:sendfile]

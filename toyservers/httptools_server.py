@@ -18,8 +18,8 @@ message, wsproto's 30.5 (26.3k against 14.7k messages/s).
 Deliberately left out: other protocol upgrades (an ``Upgrade`` that is no WebSocket handshake
 is answered as HTTP/1.1, then the connection closes; toy-h2 takes h2c), ``CONNECT`` (501),
 transfer codings but chunked (501), request trailers (dropped), uvicorn's extras,
-``http.response.debug``; ``sendfile(2)`` on uvloop (no ``loop.sendfile``), under TLS and
-before trailers: a file body is read in pieces.
+``http.response.debug``; ``sendfile(2)`` under TLS and before trailers: a file body is read
+in pieces there.
 
 Spec: RFC 9112 §2-§7 (syntax, target forms, fields, body length, chunked), §9 (persistence,
 pipelining); RFC 9110 §5.5, §7.8, §8.6, §10.1.1, §15; RFC 6585 §5; RFC 6455 §4.2; RFC 8297; ASGI

@@ -22,8 +22,8 @@ Deliberately left out: the upgrade to h2c, request trailers reaching the app (th
 are checked and dropped: ASGI has no event for them), decoding any transfer coding but chunked
 (others get 501), the CONNECT tunnel, answering a client that half-closed its side (its FIN
 counts as a disconnect, as in uvicorn), ``http.response.debug`` (asgiref: "not meant to be
-used in production ... ASGI servers should not implement it"), and ``sendfile(2)`` on uvloop,
-under TLS and before trailers (a file body is read in 64 KiB pieces there). Proxy headers are
+used in production ... ASGI servers should not implement it"), and ``sendfile(2)`` under TLS
+and before trailers (a file body is read in 64 KiB pieces there). Proxy headers are
 read once for every server, in ``asgi.http_scope`` (``toyservers.proxy``).
 
 Spec: RFC 9112 §2.2 (message parsing), §3 (request line), §5 (field lines), §6 (message body

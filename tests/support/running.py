@@ -30,6 +30,7 @@ import anyio.lowlevel
 import pytest
 
 from bench.process import ServerProcess, free_port
+from toyservers._server import new_event_loop_factory
 from toyservers.config import Config
 from toyservers.registry import SERVERS, get
 
@@ -107,7 +108,8 @@ def serving(name: str, app: Any, **settings: Any) -> Iterator[int]:
     a socket bound to 127.0.0.1 port 0, with ``Config(**settings)`` (access log and lifespan
     off unless asked for); yield the port. Readiness comes from ``serve``'s ``ready`` callback;
     at the end the server is shut down and its thread joined, each within THREAD_TIMEOUT.
-    ``toy-anyio-trio`` runs in ``anyio.run(..., backend="trio")``, the others on asyncio."""
+    ``toy-anyio-trio`` runs in ``anyio.run(..., backend="trio")``, the others on asyncio's own
+    loop, or on uvloop's with ``loop="uvloop"``."""
     serve = get(name).load().serve
     settings = {"access_log": False, "lifespan": "off", "timeout_graceful_shutdown": 2.0,
                 **settings}
@@ -115,7 +117,7 @@ def serving(name: str, app: Any, **settings: Any) -> Iterator[int]:
     sock.bind((HOST, 0))
     port: int = sock.getsockname()[1]
     config = Config(host=HOST, port=port, **settings)
-    loop = asyncio.new_event_loop()
+    loop = new_event_loop_factory(config.loop if config.loop == "uvloop" else "asyncio")()
     stop: Any = asyncio.Event()
     ready = threading.Event()
     errors: list[BaseException] = []
