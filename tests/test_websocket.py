@@ -1,4 +1,5 @@
-"""toyservers/websocket.py and websocket_deflate.py: RFC 6455 and RFC 7692, without sockets.
+"""toyservers/websocket.py, websocket_handshake.py and websocket_deflate.py: RFC 6455 and RFC
+7692, without sockets.
 
 The handshake's checks (RFC 6455 §4.2.1, §4.4), the frame parser's events and its close codes
 for bad input (§5, §7.4.1: 1002 protocol error, 1007 invalid data, 1009 too big), what we
@@ -23,15 +24,13 @@ from toyservers.websocket import (
     TEXT,
     Close,
     Connection,
-    Handshake,
-    HandshakeError,
     Message,
     Ping,
     Pong,
     ProtocolError,
-    check_handshake,
 )
 from toyservers.websocket_deflate import PerMessageDeflate, negotiate
+from toyservers.websocket_handshake import Handshake, HandshakeError, accept_key, check_handshake
 
 KEY = b"dGhlIHNhbXBsZSBub25jZQ=="  # RFC 6455 §1.3's example
 HANDSHAKE = [(b"host", b"x"), (b"upgrade", b"websocket"), (b"connection", b"Upgrade"),
@@ -76,7 +75,7 @@ def events(data: bytes, max_size: int = websocket.MAX_SIZE, deflate: PerMessageD
 
 
 def test_accept_key_is_the_rfc_example() -> None:
-    assert websocket.accept_key(KEY) == b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+    assert accept_key(KEY) == b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 
 
 def test_a_valid_handshake_gives_its_key_subprotocols_and_offers_in_order() -> None:

@@ -3,6 +3,10 @@ app's mistakes, over any WebSocket engine.
 
 What is the same in every server is written here once, beside ``asgi.py``'s HTTP cycle:
 
+- ``opening``: the way in from HTTP/1.1 (asyncio's ``websocket_protocol.upgrade``, anyio's
+  ``websocket_anyio.upgrade``): is the request an opening handshake
+  (``websocket_handshake.check_handshake``), and a valid one? Its engine for ``--ws``
+  (``make_engine``), or the HTTP answer refusing it (400, 426), logged;
 - ``websocket_scope``: the ``websocket`` connection scope, made from the ``http`` scope of the
   handshake request (``asgi.http_scope``): ``scheme`` ws or wss, ``subprotocols``, and the
   ``websocket.http.response`` extension (the denial response);
@@ -20,6 +24,8 @@ before ``websocket.accept`` is a 403 and no handshake; an app that returns or ra
 accepting (or before its denial response has begun) gets a 500; once accepted, an app that
 raises is closed with 1011 (one that returns, with 1000); a ``send()`` once the client is gone
 raises ``ClientDisconnected``, an ``OSError`` as HTTP's; a message out of order, RuntimeError.
+The connection's rules, kept by each transport: our close frame waits ``CLOSE_TIMEOUT`` for
+the client's, and past ``MAX_PINGS`` pings and pongs a ``PING_INTERVAL`` a client floods (1008).
 Backpressure both ways: ``send()`` waits while the write buffer is over its high-water mark
 (``FlowControl.drain``), and the connection stops reading while ``ws_max_queue`` messages wait
 for the app (``reading_paused``; ``receive()`` resumes it).
@@ -47,8 +53,10 @@ from toyservers import http1, websocket
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.access_log import log_request
 from toyservers.asgi import ClientDisconnected
+from toyservers.websocket_handshake import Handshake, HandshakeError, check_handshake
 
 if TYPE_CHECKING:
+    from toyservers.config import Config
     from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -57,6 +65,55 @@ logger = logging.getLogger("toyservers.error")
 # under way; accepted; closed (our close frame is out, or the HTTP answer is).
 CONNECTING, RESPONDING, CONNECTED, CLOSED = "connecting", "responding", "connected", "closed"
 DISCONNECT_HTTP = 1006  # what the app's receive() says after an HTTP answer (uvicorn's code)
+CLOSE_TIMEOUT = 10.0  # seconds our close frame waits for the client's (uvicorn's)
+PING_INTERVAL, MAX_PINGS = 10.0, 1000  # pings and pongs a client may send per interval
+
+
+class HTTPConnection(Protocol):
+    """What ``opening`` needs of the HTTP/1.1 connection a handshake came on
+    (``http1_cycle.HTTP1Protocol``, toy-anyio's ``anyio_serving.StreamProtocol``)."""
+
+    config: Config
+    state: ServerState
+    client: tuple[str, int] | None
+    access_log: bool
+
+
+def opening(protocol: HTTPConnection, scope: Scope, auto: str
+            ) -> tuple[Engine, Scope] | bytes | None:
+    """What the request whose ``http`` scope is ``scope`` opens, when it is an opening handshake
+    and ``--ws`` is not ``none`` (``auto``: what ``--ws auto`` means on this server): the engine
+    and the ``websocket`` scope; or, for a bad handshake, the HTTP response refusing it (400,
+    426: RFC 6455 §4.2.1, §4.4), logged, to write before a lingering close. None: the request
+    asks no ``Upgrade: websocket`` (or ``--ws`` is ``none``): answer it as HTTP."""
+    config = protocol.config
+    if config.ws == "none":
+        return None
+    try:
+        handshake = check_handshake(scope["method"], scope["headers"])
+        if handshake is None:
+            return None
+        engine = make_engine(auto if config.ws == "auto" else config.ws, handshake, scope,
+                             config)
+    except HandshakeError as exc:
+        logger.debug("%d to %s: %s", exc.status, protocol.client, exc.reason)
+        if protocol.access_log:
+            log_request(protocol.client, scope["method"], scope["raw_path"],
+                        scope["query_string"], scope["http_version"], exc.status)
+        return http1.error_response(exc.status,
+                                    protocol.state.default_headers_bytes + exc.fields)
+    return engine, websocket_scope(scope, handshake.subprotocols)
+
+
+def make_engine(name: str, handshake: Handshake, scope: Scope, config: Config
+                ) -> Engine:
+    """The engine ``name`` (``toyservers`` or ``wsproto``) for a checked handshake. wsproto is
+    imported only when asked for. Raises HandshakeError (wsproto refusing it)."""
+    if name == "wsproto":
+        from toyservers.websocket_wsproto import WsprotoConnection
+        return WsprotoConnection(scope["headers"], scope["raw_path"], config.ws_max_size,
+                                 config.ws_per_message_deflate)
+    return websocket.Connection(handshake, config.ws_max_size, config.ws_per_message_deflate)
 
 
 def websocket_scope(scope: Scope, subprotocols: list[str]) -> Scope:

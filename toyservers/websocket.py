@@ -1,11 +1,9 @@
-"""RFC 6455 from scratch: the WebSocket opening handshake and framing, server side, sans-IO.
+"""RFC 6455 from scratch: the WebSocket framing, server side, sans-IO.
 
-toy-raw speaks WebSocket with this module (``--ws toyservers``). Like ``http1_parser.py`` it
-takes bytes and gives values, and touches no socket, clock or event loop:
+toy-raw and toy-httptools speak WebSocket with this module (``--ws toyservers``), after the
+opening handshake (``websocket_handshake.py``). Like ``http1_parser.py`` it takes bytes and
+gives values, and touches no socket, clock or event loop:
 
-- ``check_handshake``: is this HTTP/1.1 request an opening handshake (``Upgrade: websocket``),
-  and a valid one (§4.2.1)? ``HandshakeError`` carries the status to answer instead;
-- ``accept_key``: ``Sec-WebSocket-Accept``, the key and a GUID hashed with SHA-1, in base64;
 - ``Connection``: the handshake's 101 (``accept``), then bytes in and events out
   (``Message``, ``Ping``, ``Pong``, ``Close``), and the bytes of what we send.
   ``ProtocolError`` carries the close code for what a client did wrong (§7.1.7: "Fail the
@@ -41,28 +39,24 @@ Deliberately left out: the client side (we never mask, nor check ``Sec-WebSocket
 extensions other than permessage-deflate (``websocket_deflate.py``), sending a message in
 fragments (each leaves in one frame), and WebSocket over HTTP/2 (RFC 8441).
 
-Spec: RFC 6455 §4.2 (server handshake), §5.1-§5.5 (framing, masking, fragmentation, control
+Spec: RFC 6455 §5.1-§5.5 (framing, masking, fragmentation, control
 frames), §5.8 (extensibility: RSV bits), §7 (closing, status codes), §8.1 (UTF-8), §10.4
 (limits); RFC 7692 (``websocket_deflate.py``); the IANA WebSocket Close Code registry.
 
-Compare with: wsproto's handshake.py and frame_protocol.py (the same jobs as classes and
-generators), websockets' server.py and frames.py.
+Compare with: wsproto's frame_protocol.py (the same jobs as classes and generators),
+websockets' frames.py and protocol.py.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import codecs
-import hashlib
 import zlib
 from typing import Any, NamedTuple
 
-from toyservers import http1
 from toyservers._types import Headers
 from toyservers.websocket_deflate import TAIL, PerMessageDeflate, negotiate
+from toyservers.websocket_handshake import Handshake, accept_response
 
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # §1.3: every server hashes the key with it
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA  # §5.2
 OPCODES = frozenset({CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG})  # the others: reserved
 FIN, RSV1, RSV2_RSV3, MASK = 0x80, 0x40, 0x30, 0x80
@@ -74,97 +68,12 @@ MAX_SIZE = 16 * 1024 * 1024  # uvicorn's --ws-max-size: 16 MiB
 # Empty fragments a message may have: each carries nothing and costs a parse (about 3 us: a
 # 256 KiB read of them held the loop 127 ms), so past this many they are a flood (1008).
 MAX_EMPTY_FRAGMENTS = 1000
-SWITCHING = b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-VERSION_FIELD = b"sec-websocket-version: 13\r\n"  # §4.4: the version we speak, with a 426
 
 
 def valid_close_code(code: int) -> bool:
     """May a close frame carry ``code``? §7.4.2: 1000-2999 are the registry's (1004 reserved;
     1005, 1006 and 1015 never sent; 1016 and up unassigned), 3000-4999 libraries' and apps'."""
     return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
-
-
-# --- the opening handshake (§4.2) -----------------------------------------------------------------
-
-
-class HandshakeError(Exception):
-    """An opening handshake we refuse: answer ``status`` with ``fields`` (framed header lines,
-    ``name: value\\r\\n``) and close. ``reason`` is for the debug log."""
-
-    def __init__(self, status: int, reason: str, fields: bytes = b"") -> None:
-        super().__init__(reason)
-        self.status, self.reason, self.fields = status, reason, fields
-
-
-class Handshake(NamedTuple):
-    """A valid opening handshake: its key, the subprotocols and extensions offered, in order."""
-
-    key: bytes
-    subprotocols: list[str]
-    extensions: list[bytes]
-
-
-# --8<-- [start:check_handshake]
-def check_handshake(method: str, headers: Headers) -> Handshake | None:
-    """The opening handshake in an HTTP/1.1 request (``headers`` as the parser gives them:
-    lowercased names), or None when it asks no ``Upgrade: websocket``: answer it as HTTP.
-
-    §4.2.1 lists what a handshake holds; a request without it gets "an HTTP response with an
-    appropriate error code (such as 400 Bad Request)" (HandshakeError): a method but GET, a
-    body (Content-Length above 0, Transfer-Encoding), no ``upgrade`` in Connection, a key that
-    is not 16 bytes in base64, no Sec-WebSocket-Version or two; another version than 13 gets
-    426 (§4.4), both with ``Sec-WebSocket-Version: 13``.
-    """
-    fields: dict[bytes, list[bytes]] = {}
-    for name, value in headers:
-        fields.setdefault(name, []).append(value)
-    if b"websocket" not in http1.list_elements(b",".join(fields.get(b"upgrade", []))):
-        return None
-    if method != "GET":
-        raise HandshakeError(400, "a WebSocket handshake is a GET")
-    if b"transfer-encoding" in fields or fields.get(b"content-length", [b"0"]) != [b"0"]:
-        raise HandshakeError(400, "a WebSocket handshake has no body")
-    if b"upgrade" not in http1.list_elements(b",".join(fields.get(b"connection", []))):
-        raise HandshakeError(400, "Upgrade: websocket without Connection: upgrade")
-    versions = fields.get(b"sec-websocket-version")
-    if versions != [b"13"]:
-        raise HandshakeError(426 if versions and len(versions) == 1 else 400,  # §4.1: once
-                             f"Sec-WebSocket-Version {versions}", VERSION_FIELD)
-    keys = fields.get(b"sec-websocket-key", [])
-    try:
-        if len(keys) != 1 or len(base64.b64decode(keys[0], validate=True)) != 16:
-            raise ValueError(keys)
-    except (ValueError, binascii.Error):
-        raise HandshakeError(400, "missing or malformed Sec-WebSocket-Key") from None
-    return Handshake(keys[0], _elements(fields, b"sec-websocket-protocol"),
-                     [e.encode() for e in _elements(fields, b"sec-websocket-extensions")])
-# --8<-- [end:check_handshake]
-
-
-def _elements(fields: dict[bytes, list[bytes]], name: bytes) -> list[str]:
-    """The comma-separated elements of every ``name`` field, in order, case kept (subprotocol
-    names are case-sensitive tokens: §4.1)."""
-    values = b",".join(fields.get(name, [])).decode("latin-1").split(",")
-    return [element.strip(" \t") for element in values if element.strip(" \t")]
-
-
-def accept_key(key: bytes) -> bytes:
-    """§4.2.2: ``Sec-WebSocket-Accept`` is base64(SHA-1(key + GUID)): proof that the server
-    read this handshake, not a cached answer or an HTTP server that knows nothing of it."""
-    return base64.b64encode(hashlib.sha1(key + GUID, usedforsecurity=False).digest())
-
-
-def accept_response(key: bytes, subprotocol: str | None, deflate: PerMessageDeflate | None,
-                    headers: Headers) -> bytes:
-    """The 101 response (§4.2.2): ``Sec-WebSocket-Accept``, the ``subprotocol`` chosen (one
-    the client offered, or None), the extension agreed, then ``headers`` (checked)."""
-    lines = [SWITCHING, b"sec-websocket-accept: %s\r\n" % accept_key(key)]
-    if subprotocol is not None:
-        lines.append(b"sec-websocket-protocol: %s\r\n" % subprotocol.encode())
-    if deflate is not None:
-        lines.append(b"sec-websocket-extensions: %s\r\n" % deflate.response())
-    lines += [b"%s: %s\r\n" % field for field in headers]
-    return b"".join(lines) + b"\r\n"
 
 
 # --- frames (§5) ----------------------------------------------------------------------------------
