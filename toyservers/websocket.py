@@ -34,6 +34,9 @@ choose the bytes a proxy sees. ``next_event()`` reads a frame's header once all 
 (2 to 14 bytes), then its payload as it comes: a data frame's bytes are unmasked, inflated and
 checked as UTF-8 on arrival, so a bad byte fails the connection at once, and a message over
 ``max_size`` is refused from the header announcing it (1009), before a byte of it is kept.
+What clients send most, a message in one frame read all at once, takes one step
+(``take_whole_message``: the header, the unmasking and one UTF-8 decode), and leaves the rest
+(fragments, control frames, frames to fail, a frame still coming) to the general path.
 
 Deliberately left out: the client side (we never mask, nor check ``Sec-WebSocket-Accept``),
 extensions other than permessage-deflate (``websocket_deflate.py``), sending a message in
@@ -50,7 +53,9 @@ websockets' frames.py and protocol.py.
 from __future__ import annotations
 
 import codecs
+import struct
 import zlib
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from toyservers._types import Headers
@@ -83,28 +88,32 @@ def valid_close_code(code: int) -> bool:
 XOR_TABLES = [bytes([byte ^ k for byte in range(256)]) for k in range(256)]  # [k][b] is b ^ k
 
 
-def unmask(data: bytes | bytearray, key: bytes, offset: int = 0) -> bytes:
-    """XOR ``data`` with ``key`` repeated (§5.3), ``data`` starting ``offset`` bytes into the
-    payload: bytes 0, 4, 8... take key byte 0, and so on, so four slices are each XORed with one
-    byte by ``bytes.translate``'s C loop. timeit, 256 KiB (asyncio's largest read): 0.4 ms; as
-    two ints XORed 0.8-3 ms (the conversions grow faster than the size); a Python loop 37 ms."""
-    out = bytearray(data)
+def unmask(data: bytearray, key: bytes | bytearray, offset: int = 0) -> bytearray:
+    """XOR ``data`` in place with ``key`` repeated (§5.3), ``data`` starting ``offset`` bytes
+    into the payload, and return it: bytes 0, 4, 8... take key byte 0, and so on, so four slices
+    are each XORed with one byte by ``bytes.translate``'s C loop. timeit, 256 KiB (asyncio's
+    largest read): 0.4 ms; as two ints XORed 0.8-3 ms (the conversions grow faster than the
+    size); a Python loop 37 ms. At 1 KiB, ints cost 1.5x the instructions (callgrind)."""
     for i in range(4):
-        out[i::4] = out[i::4].translate(XOR_TABLES[key[(offset + i) % 4]])
-    return bytes(out)
+        data[i::4] = data[i::4].translate(XOR_TABLES[key[(offset + i) % 4]])
+    return data
 # --8<-- [end:unmask]
+
+
+HEAD_7, HEAD_16, HEAD_64 = struct.Struct("!BB"), struct.Struct("!BBH"), struct.Struct("!BBQ")
 
 
 def frame(opcode: int, payload: bytes, rsv1: bool = False) -> bytes:
     """One whole frame from the server (§5.2: FIN set, unmasked: §5.1, servers never mask),
-    its length in the fewest bytes (7 bits, then 16, then 64)."""
+    its length in the fewest bytes (7 bits, then 16, then 64): the header packed by one
+    ``struct.Struct`` (for 1 KiB, 40 % fewer instructions than ``bytes()`` and ``to_bytes``)."""
     first = FIN | (RSV1 if rsv1 else 0) | opcode
     size = len(payload)
     if size < 126:
-        return bytes((first, size)) + payload
+        return HEAD_7.pack(first, size) + payload
     if size < 65536:
-        return bytes((first, 126)) + size.to_bytes(2, "big") + payload
-    return bytes((first, 127)) + size.to_bytes(8, "big") + payload
+        return HEAD_16.pack(first, 126, size) + payload
+    return HEAD_64.pack(first, 127, size) + payload
 
 
 class ProtocolError(Exception):
@@ -116,8 +125,10 @@ class ProtocolError(Exception):
         self.code, self.reason = code, reason
 
 
-class Message(NamedTuple):
-    """A whole message: ``str`` for a text one, ``bytes`` for a binary one."""
+@dataclass(slots=True)
+class Message:
+    """A whole message: ``str`` for a text one, ``bytes`` for a binary one. (A class, not a
+    NamedTuple as the others: one is made per message, in 1.8k instructions, not 3k.)"""
 
     data: str | bytes
 
@@ -152,6 +163,53 @@ def close_event(payload: bytes) -> Close:
         return Close(code, payload[2:].decode("utf-8"))
     except UnicodeDecodeError:
         raise ProtocolError(INVALID_DATA, "a close reason that is not UTF-8") from None
+
+
+# --8<-- [start:whole_message]
+def take_whole_message(buffer: bytearray, max_size: int) -> Message | None:
+    """Take a message in one frame off the start of ``buffer``, if all of it is here: the frame
+    clients send most (FIN, text or binary, no RSV bit, masked, a 7- or 16-bit length, at most
+    ``max_size`` bytes), read in one step. None, taking nothing, for any other: the general
+    path reads it (and fails it, if it must). ProtocolError: 1007, text that is not UTF-8."""
+    size = len(buffer)
+    first = buffer[0] if size >= 6 else 0  # 6: the smallest masked frame
+    if first != FIN | TEXT and first != FIN | BINARY:
+        return None
+    length, start = buffer[1] ^ MASK, 2  # below 126 only if MASK was set
+    if length == 126 and size >= 8:
+        length, start = int.from_bytes(buffer[2:4], "big"), 4
+        if length < 126:  # not in the fewest bytes (§5.2): the general path fails it
+            return None
+    elif length >= 126:
+        return None
+    end = start + 4 + length
+    if end > size or length > max_size:
+        return None
+    data = unmask(buffer[start + 4:end], buffer[start:start + 4])
+    del buffer[:end]
+    if first == FIN | BINARY:
+        return Message(bytes(data))
+    try:  # §8.1: the whole message is here, so one strict decode checks it
+        return Message(data.decode())
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(INVALID_DATA, f"invalid UTF-8: {exc.reason}") from None
+# --8<-- [end:whole_message]
+
+
+def inflate(deflate: PerMessageDeflate, data: bytes | bytearray, room: int, last: bool
+            ) -> bytes:
+    """RFC 7692 §7.2.2: what a piece of a compressed message inflates to, the sync flush's tail
+    put back after the last frame (``last``). ProtocolError: 1007 for invalid data, 1009 past
+    ``room`` bytes, however little came in (a deflate bomb)."""
+    try:
+        out = deflate.inflate(data, room)
+        if last and len(out) <= room:
+            out += deflate.inflate(TAIL, room - len(out), end=True)
+    except zlib.error as exc:
+        raise ProtocolError(INVALID_DATA, f"invalid DEFLATE data: {exc}") from None
+    if len(out) > room:
+        raise ProtocolError(TOO_BIG, "a message inflating past the size limit")
+    return out
 
 
 # --- the connection (§5-§7) ----------------------------------------------------------------------
@@ -198,7 +256,13 @@ class Connection:
 
     def next_event(self) -> Event | None:
         """The next event in the bytes received, or None until more come (see the class)."""
+        if self.closed or not self.buffer:  # nothing can come of no bytes
+            return None
         try:
+            if not self.in_frame and self.message is None:
+                whole = take_whole_message(self.buffer, self.max_size)  # the common case
+                if whole is not None:
+                    return whole
             while not self.closed:
                 if not self.in_frame and not self._read_header():
                     return None
@@ -206,7 +270,7 @@ class Connection:
                     if len(self.buffer) < self.remaining:
                         return None
                     self.in_frame = False
-                    return self._control(self._take(self.remaining))
+                    return self._control(bytes(self._take(self.remaining)))
                 event = self._read_data()
                 if event is not None or self.in_frame:
                     return event
@@ -215,7 +279,7 @@ class Connection:
             self.closed = True
             raise
 
-    def _take(self, size: int) -> bytes:
+    def _take(self, size: int) -> bytearray:
         """The next ``size`` bytes of payload (all here), unmasked."""
         data = unmask(self.buffer[:size], self.key, self.offset)
         del self.buffer[:size]
@@ -282,8 +346,8 @@ class Connection:
         the last frame of one has all come."""
         data = self._take(min(self.remaining, len(self.buffer))) if self.remaining else b""
         last = not self.remaining and self.fin
-        if self.compressed:
-            data = self._inflate(data, last)
+        if self.compressed and self.deflate is not None:  # (compressed: deflate was agreed)
+            data = inflate(self.deflate, data, self.max_size - self.size, last)
         if self.message == TEXT:
             try:  # §8.1: fail as soon as the bytes cannot be UTF-8, not at the message's end
                 text = self.decoder.decode(data, last)
@@ -305,21 +369,6 @@ class Connection:
         self.message, self.parts, self.size = None, [], 0
         return Message(message)
     # --8<-- [end:read_data]
-
-    def _inflate(self, data: bytes, last: bool) -> bytes:
-        """RFC 7692 §7.2.2: inflate, the sync flush's tail put back after the last frame; past
-        ``max_size`` the message is refused (1009), however little came in (a deflate bomb)."""
-        assert self.deflate is not None
-        room = self.max_size - self.size
-        try:
-            out = self.deflate.inflate(data, room)
-            if last and len(out) <= room:
-                out += self.deflate.inflate(TAIL, room - len(out), end=True)
-        except zlib.error as exc:
-            raise ProtocolError(INVALID_DATA, f"invalid DEFLATE data: {exc}") from None
-        if len(out) > room:
-            raise ProtocolError(TOO_BIG, f"a message inflating past {self.max_size} bytes")
-        return out
 
     def _control(self, payload: bytes) -> Event:
         """§5.5: a ping, a pong, or the close frame (``close_event``): nothing is read after."""
