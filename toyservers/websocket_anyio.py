@@ -382,14 +382,14 @@ class AnyioCycle(WebSocketCycle):
         super().__init__(protocol, scope, engine, max_queue)
         self.event: anyio.Event | None = None  # receive() waits on it
 
-    async def wait(self) -> None:
+    def wait(self) -> Awaitable[None]:
         self.event = event = anyio.Event()
-        await event.wait()
-        self.event = None
+        return event.wait()
 
     def wake(self) -> None:
-        if self.event is not None:
-            self.event.set()
+        event, self.event = self.event, None
+        if event is not None:
+            event.set()
 
     def start_task(self, app: ASGIApp) -> None:
         assert self.protocol.apps is not None
