@@ -189,10 +189,11 @@ class WebSocketCycle:
     """One WebSocket connection's ASGI side (see the module docstring).
 
     The connection hands in what the client does: ``put(data)`` a message, ``disconnect(code,
-    reason)`` its close frame or its loss; it stops reading while ``full`` (setting
-    ``reading_paused``). ``close(code, reason)`` sends our close frame: the app's
-    ``websocket.close``, the end of the app, or a shutdown. ``refuse(status)`` answers the
-    handshake with an HTTP error instead of a 101.
+    reason)`` its close frame or its loss; it stops reading while ``max_queue`` messages wait
+    in ``queue``, setting ``reading_paused`` (not once closing: ``put`` then keeps none).
+    ``close(code, reason)`` sends our close frame: the app's ``websocket.close``, the end of
+    the app, or a shutdown. ``refuse(status)`` answers the handshake with an HTTP error
+    instead of a 101.
     """
 
     __slots__ = ("protocol", "scope", "engine", "max_queue", "state", "queue", "waiter",
@@ -212,10 +213,6 @@ class WebSocketCycle:
         self.task: object = None  # the app's, in state.tasks while it runs (asyncio: its Task)
 
     # --- from the connection ---
-
-    @property
-    def full(self) -> bool:
-        return len(self.queue) >= self.max_queue
 
     def put(self, data: str | bytes) -> None:
         """A message from the client; dropped once the app has closed (it waits for none)."""

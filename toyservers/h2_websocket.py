@@ -252,7 +252,7 @@ class WebSocketStream:
         room and calls ``resume_reading``)."""
         engine, cycle = self.engine, self.cycle
         try:
-            while not cycle.full or cycle.state is not CONNECTED:  # closing: none are kept
+            while len(cycle.queue) < cycle.max_queue or cycle.state is not CONNECTED:
                 event = engine.next_event()
                 if event is None:
                     return self.give_credit()

@@ -235,7 +235,7 @@ class AnyioWSProtocol:
         engine, cycle, events = self.engine, self.cycle, 0
         try:
             while True:
-                if cycle.full and cycle.state is CONNECTED:  # closing: none are kept
+                if len(cycle.queue) >= cycle.max_queue and cycle.state is CONNECTED:
                     cycle.reading_paused = True
                     self.resumed = resumed = anyio.Event()
                     await resumed.wait()
