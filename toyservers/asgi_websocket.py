@@ -145,6 +145,16 @@ def log_handshake(protocol: WSConnection, scope: Scope, status: int) -> None:
                     status)
 
 
+def accept_fields(headers: Any, default_headers: Headers) -> Headers:
+    """The app's ``websocket.accept`` headers, checked as a response's (``check_response``;
+    http1.ResponseError), without Content-Length or Sec-WebSocket-* (the server's)."""
+    fields = http1.check_response(200, headers, default_headers)
+    names = fields.lines[::4]
+    if fields.content_length is not None or any(n.startswith(b"sec-websocket-") for n in names):
+        raise http1.ResponseError("Content-Length and Sec-WebSocket-* are the server's")
+    return list(zip(names, fields.lines[2::4], strict=True))
+
+
 class Engine(Protocol):
     """A WebSocket implementation after the handshake (``websocket.Connection``'s methods)."""
 
@@ -197,12 +207,13 @@ class WebSocketCycle:
     """
 
     __slots__ = ("protocol", "scope", "engine", "max_queue", "state", "queue", "waiter",
-                 "disconnected", "last", "reading_paused", "framer", "task")
+                 "disconnected", "last", "reading_paused", "framer", "task", "loop")
+    loop: asyncio.AbstractEventLoop  # the app's Task's (start_task): wait()'s futures are on it
 
     def __init__(self, protocol: WSConnection, scope: Scope, engine: Engine,
                  max_queue: int) -> None:
-        self.protocol, self.scope, self.engine, self.max_queue = protocol, scope, engine, \
-            max_queue
+        self.protocol, self.scope, self.engine = protocol, scope, engine
+        self.max_queue = max_queue
         self.state = CONNECTING
         self.queue: deque[Message] = deque([{"type": "websocket.connect"}])
         self.waiter: asyncio.Future[None] | None = None  # receive() waiting for an event
@@ -232,10 +243,10 @@ class WebSocketCycle:
             self.wake()
 
     def wait(self) -> Awaitable[None]:
-        """What receive() awaits until ``wake()`` (an event came): a Future, not a coroutine
-        (one object fewer per message). A server on another I/O model than asyncio's overrides
-        both, and ``start_task`` (toy-anyio: an anyio Event, its task group)."""
-        self.waiter = waiter = asyncio.get_running_loop().create_future()
+        """What receive() awaits until ``wake()``: a Future (a coroutine would be one more object
+        per message) on ``loop`` (``get_running_loop()`` makes a getpid() call on CPython 3.11).
+        Another I/O model overrides both, and ``start_task`` (toy-anyio: an anyio Event)."""
+        self.waiter = waiter = self.loop.create_future()
         return waiter
 
     def wake(self) -> None:
@@ -309,14 +320,8 @@ class WebSocketCycle:
         headers pass ``check_response`` (the handshake's own fields are the server's)."""
         if subprotocol is not None and subprotocol not in self.scope["subprotocols"]:
             raise RuntimeError(f"subprotocol {subprotocol!r} was not offered by the client")
-        state = self.protocol.state
-        fields = http1.check_response(200, headers, state.default_headers)  # ResponseError
-        names = fields.lines[::4]
-        if fields.content_length is not None or any(n.startswith(b"sec-websocket-")
-                                                    for n in names):
-            raise http1.ResponseError("Content-Length and Sec-WebSocket-* are the server's")
-        self.protocol.write(self.engine.accept(subprotocol, list(zip(names, fields.lines[2::4],
-                                                                     strict=True))))
+        fields = accept_fields(headers, self.protocol.state.default_headers)
+        self.protocol.write(self.engine.accept(subprotocol, fields))
         self.state = CONNECTED
         log_handshake(self.protocol, self.scope, 101)
         self.protocol.on_accept()
@@ -379,6 +384,7 @@ class WebSocketCycle:
 
     def start_task(self, app: ASGIApp) -> None:
         """Run the app in its own Task, kept in ``state.tasks`` (see asgi.RequestResponseCycle)."""
-        self.task = task = asyncio.get_running_loop().create_task(self.run_asgi(app))
+        self.loop = loop = asyncio.get_running_loop()
+        self.task = task = loop.create_task(self.run_asgi(app))
         if not task.done():
             self.protocol.state.tasks.add(task)
