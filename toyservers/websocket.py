@@ -42,9 +42,9 @@ Deliberately left out: the client side (we never mask, nor check ``Sec-WebSocket
 extensions other than permessage-deflate (``websocket_deflate.py``), sending a message in
 fragments (each leaves in one frame), and WebSocket over HTTP/2 (RFC 8441).
 
-Spec: RFC 6455 §5.1-§5.5 (framing, masking, fragmentation, control
-frames), §5.8 (extensibility: RSV bits), §7 (closing, status codes), §8.1 (UTF-8), §10.4
-(limits); RFC 7692 (``websocket_deflate.py``); the IANA WebSocket Close Code registry.
+Spec: RFC 6455 §5.1-§5.5 (framing, masking, fragmentation, control frames), §5.8
+(extensibility: RSV bits), §7 (closing, status codes), §8.1 (UTF-8), §10.4 (limits); RFC 7692
+(``websocket_deflate.py``); the IANA WebSocket Close Code registry.
 
 Compare with: wsproto's frame_protocol.py (the same jobs as classes and generators),
 websockets' frames.py and protocol.py.
