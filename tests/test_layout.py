@@ -27,7 +27,8 @@ SERVERS = {
     "anyio_server": "ASGI", "wsgi_server": "WSGI",
 }
 SANS_IO = ["_types", "config", "state", "access_log", "http1", "http1_parser", "http2",
-           "asgi_extensions", "proxy", "proxy_protocol", "websocket", "websocket_deflate"]
+           "asgi_extensions", "proxy", "proxy_protocol", "websocket", "websocket_deflate",
+           "websocket_handshake"]
 DOES_IO = {"asyncio", "anyio", "trio", "uvloop", "sniffio", "socket", "selectors", "ssl",
            "threading", "subprocess"}
 BANNER = re.compile(r"^\s*# --- (.+?) -+$")

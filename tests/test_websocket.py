@@ -1,4 +1,5 @@
-"""toyservers/websocket.py and websocket_deflate.py: RFC 6455 and RFC 7692, without sockets.
+"""toyservers/websocket.py, websocket_handshake.py and websocket_deflate.py: RFC 6455 and RFC
+7692, without sockets.
 
 The handshake's checks (RFC 6455 §4.2.1, §4.4), the frame parser's events and its close codes
 for bad input (§5, §7.4.1: 1002 protocol error, 1007 invalid data, 1009 too big), what we
@@ -23,15 +24,13 @@ from toyservers.websocket import (
     TEXT,
     Close,
     Connection,
-    Handshake,
-    HandshakeError,
     Message,
     Ping,
     Pong,
     ProtocolError,
-    check_handshake,
 )
 from toyservers.websocket_deflate import PerMessageDeflate, negotiate
+from toyservers.websocket_handshake import Handshake, HandshakeError, accept_key, check_handshake
 
 KEY = b"dGhlIHNhbXBsZSBub25jZQ=="  # RFC 6455 §1.3's example
 HANDSHAKE = [(b"host", b"x"), (b"upgrade", b"websocket"), (b"connection", b"Upgrade"),
@@ -51,7 +50,7 @@ def client_frame(opcode: int, payload: bytes = b"", *, fin: bool = True, rsv: in
     head += size.to_bytes(length_bytes, "big") if length_bytes else b""
     if not masked:
         return head + payload
-    return head + key + websocket.unmask(payload, key)  # XOR both ways
+    return head + key + websocket.unmask(bytearray(payload), key)  # XOR both ways
 
 
 def events(data: bytes, max_size: int = websocket.MAX_SIZE, deflate: PerMessageDeflate | None
@@ -76,7 +75,7 @@ def events(data: bytes, max_size: int = websocket.MAX_SIZE, deflate: PerMessageD
 
 
 def test_accept_key_is_the_rfc_example() -> None:
-    assert websocket.accept_key(KEY) == b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+    assert accept_key(KEY) == b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 
 
 def test_a_valid_handshake_gives_its_key_subprotocols_and_offers_in_order() -> None:
@@ -137,11 +136,13 @@ def test_the_101_carries_the_accept_subprotocol_extension_and_headers() -> None:
 # --- frames in (§5) ------------------------------------------------------------------------------
 
 
-def test_unmask_is_its_own_inverse_at_any_offset() -> None:
+def test_unmask_is_its_own_inverse_at_any_offset_and_works_in_place() -> None:
     data, key = os.urandom(1001), b"\x01\x02\x03\x04"
-    whole = websocket.unmask(data, key)
-    assert websocket.unmask(whole, key) == data
-    assert websocket.unmask(data[:3], key) + websocket.unmask(data[3:], key, 3) == whole
+    whole = websocket.unmask(bytearray(data), key)
+    assert websocket.unmask(bytearray(whole), key) == data
+    pieces = bytearray(data[:3]), bytearray(data[3:])
+    assert websocket.unmask(pieces[0], key) + websocket.unmask(pieces[1], key, 3) == whole
+    assert pieces[0] + pieces[1] == whole  # the bytearrays given were XORed in place
 
 
 def test_unmask_is_the_rfc_xor_byte_by_byte() -> None:
@@ -153,13 +154,28 @@ def test_unmask_is_the_rfc_xor_byte_by_byte() -> None:
         for offset in range(8):
             expected = bytes(b ^ key[(offset + i) % 4] for i, b in enumerate(data[:size]))
             assert websocket.unmask(bytearray(data[:size]), key, offset) == expected
-    assert websocket.unmask(bytes.fromhex("7f9f4d5158"), key) == b"Hello"
+    assert websocket.unmask(bytearray.fromhex("7f9f4d5158"), key) == b"Hello"
 
 
 @pytest.mark.parametrize("size", [0, 125, 126, 65535, 65536, 70000])
 def test_every_length_form_gives_the_message(size: int) -> None:
     payload = os.urandom(size)
     assert events(client_frame(BINARY, payload)) == [Message(payload)]
+
+
+def test_whole_frames_read_in_one_step_give_what_byte_by_byte_gives() -> None:
+    """A message in one frame, all of it read (``_whole_message``, the common case), gives what
+    the general path gives the same bytes one at a time, and leaves it the rest: fragments,
+    control frames, and the frames it must fail (RFC 6455 §5.2, §8.1, §10.4)."""
+    data = (client_frame(TEXT, "é".encode() * 100) + client_frame(BINARY, bytes(300))
+            + client_frame(TEXT, b"a", fin=False) + client_frame(PING, b"p")
+            + client_frame(CONTINUATION, b"b") + client_frame(TEXT))
+    expected = [Message("é" * 100), Message(bytes(300)), Ping(b"p"), Message("ab"), Message("")]
+    assert events(data) == expected
+    assert events(data, step=1) == expected
+    assert events(client_frame(TEXT, b"x" * 200), max_size=199) == [("error", 1009)]
+    assert events(client_frame(TEXT, b"ok") + client_frame(TEXT, b"\xff")
+                  + client_frame(TEXT, b"never read")) == [Message("ok"), ("error", 1007)]
 
 
 def test_fragments_with_control_frames_between_them_give_one_message() -> None:

@@ -29,12 +29,12 @@ from toyservers.websocket import (
     TEXT,
     Close,
     Connection,
-    Handshake,
     Message,
     Ping,
     Pong,
     ProtocolError,
 )
+from toyservers.websocket_handshake import Handshake
 
 SHORT_RUN = settings(max_examples=300, deadline=None, database=None,
                      suppress_health_check=[HealthCheck.too_slow])

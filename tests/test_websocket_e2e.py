@@ -32,9 +32,9 @@ from websockets.sync.client import ClientConnection, connect
 from tests.support import ws_echo_app
 from tests.support.running import HOST, PeakRSS, RunningServer, running_server, serving
 from tests.test_websocket import EMPTY_FLOOD, KEY, client_frame
+from toyservers.asgi_websocket import MAX_PINGS
 from toyservers.registry import SERVERS as REGISTRY
 from toyservers.websocket import BINARY, CLOSE, CONTINUATION, PING, TEXT
-from toyservers.websocket_protocol import MAX_PINGS
 
 APP = "tests.support.ws_echo_app:app"
 TIMEOUT = 10.0

@@ -24,6 +24,7 @@ from tests.support.protocol_harness import RecordingTransport, fake_loop_fixture
 from tests.test_websocket import KEY, client_frame
 from toyservers import websocket
 from toyservers.asgi import ClientDisconnected
+from toyservers.asgi_websocket import CLOSE_TIMEOUT, MAX_PINGS
 from toyservers.config import Config
 from toyservers.h2_server import HTTP1ToH2Protocol
 from toyservers.h11_server import H11Protocol
@@ -32,7 +33,7 @@ from toyservers.raw_asyncio import RawHTTPProtocol
 from toyservers.registry import SERVERS as REGISTRY
 from toyservers.state import ServerState
 from toyservers.websocket import BINARY, CLOSE, PING, PONG, TEXT
-from toyservers.websocket_protocol import CLOSE_TIMEOUT, MAX_PINGS, WSProtocol
+from toyservers.websocket_protocol import WSProtocol
 
 App = Callable[..., Any]
 #: registry name -> the protocol class a connection starts on (each hands WebSocket over)

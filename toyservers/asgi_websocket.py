@@ -3,6 +3,10 @@ app's mistakes, over any WebSocket engine.
 
 What is the same in every server is written here once, beside ``asgi.py``'s HTTP cycle:
 
+- ``opening``: the way in from HTTP/1.1 (asyncio's ``websocket_protocol.upgrade``, anyio's
+  ``websocket_anyio.upgrade``): is the request an opening handshake
+  (``websocket_handshake.check_handshake``), and a valid one? Its engine for ``--ws``
+  (``make_engine``), or the HTTP answer refusing it (400, 426), logged;
 - ``websocket_scope``: the ``websocket`` connection scope, made from the ``http`` scope of the
   handshake request (``asgi.http_scope``): ``scheme`` ws or wss, ``subprotocols``, and the
   ``websocket.http.response`` extension (the denial response);
@@ -20,6 +24,8 @@ before ``websocket.accept`` is a 403 and no handshake; an app that returns or ra
 accepting (or before its denial response has begun) gets a 500; once accepted, an app that
 raises is closed with 1011 (one that returns, with 1000); a ``send()`` once the client is gone
 raises ``ClientDisconnected``, an ``OSError`` as HTTP's; a message out of order, RuntimeError.
+The connection's rules, kept by each transport: our close frame waits ``CLOSE_TIMEOUT`` for
+the client's, and past ``MAX_PINGS`` pings and pongs a ``PING_INTERVAL`` a client floods (1008).
 Backpressure both ways: ``send()`` waits while the write buffer is over its high-water mark
 (``FlowControl.drain``), and the connection stops reading while ``ws_max_queue`` messages wait
 for the app (``reading_paused``; ``receive()`` resumes it).
@@ -41,14 +47,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toyservers import http1, websocket
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.access_log import log_request
 from toyservers.asgi import ClientDisconnected
+from toyservers.websocket_handshake import Handshake, HandshakeError, check_handshake
 
 if TYPE_CHECKING:
+    from toyservers.config import Config
     from toyservers.state import ServerState
 
 logger = logging.getLogger("toyservers.error")
@@ -57,6 +66,55 @@ logger = logging.getLogger("toyservers.error")
 # under way; accepted; closed (our close frame is out, or the HTTP answer is).
 CONNECTING, RESPONDING, CONNECTED, CLOSED = "connecting", "responding", "connected", "closed"
 DISCONNECT_HTTP = 1006  # what the app's receive() says after an HTTP answer (uvicorn's code)
+CLOSE_TIMEOUT = 10.0  # seconds our close frame waits for the client's (uvicorn's)
+PING_INTERVAL, MAX_PINGS = 10.0, 1000  # pings and pongs a client may send per interval
+
+
+class HTTPConnection(Protocol):
+    """What ``opening`` needs of the HTTP/1.1 connection a handshake came on
+    (``http1_cycle.HTTP1Protocol``, toy-anyio's ``anyio_serving.StreamProtocol``)."""
+
+    config: Config
+    state: ServerState
+    client: tuple[str, int] | None
+    access_log: bool
+
+
+def opening(protocol: HTTPConnection, scope: Scope, auto: str
+            ) -> tuple[Engine, Scope] | bytes | None:
+    """What the request whose ``http`` scope is ``scope`` opens, when it is an opening handshake
+    and ``--ws`` is not ``none`` (``auto``: what ``--ws auto`` means on this server): the engine
+    and the ``websocket`` scope; or, for a bad handshake, the HTTP response refusing it (400,
+    426: RFC 6455 §4.2.1, §4.4), logged, to write before a lingering close. None: the request
+    asks no ``Upgrade: websocket`` (or ``--ws`` is ``none``): answer it as HTTP."""
+    config = protocol.config
+    if config.ws == "none":
+        return None
+    try:
+        handshake = check_handshake(scope["method"], scope["headers"])
+        if handshake is None:
+            return None
+        engine = make_engine(auto if config.ws == "auto" else config.ws, handshake, scope,
+                             config)
+    except HandshakeError as exc:
+        logger.debug("%d to %s: %s", exc.status, protocol.client, exc.reason)
+        if protocol.access_log:
+            log_request(protocol.client, scope["method"], scope["raw_path"],
+                        scope["query_string"], scope["http_version"], exc.status)
+        return http1.error_response(exc.status,
+                                    protocol.state.default_headers_bytes + exc.fields)
+    return engine, websocket_scope(scope, handshake.subprotocols)
+
+
+def make_engine(name: str, handshake: Handshake, scope: Scope, config: Config
+                ) -> Engine:
+    """The engine ``name`` (``toyservers`` or ``wsproto``) for a checked handshake. wsproto is
+    imported only when asked for. Raises HandshakeError (wsproto refusing it)."""
+    if name == "wsproto":
+        from toyservers.websocket_wsproto import WsprotoConnection
+        return WsprotoConnection(scope["headers"], scope["raw_path"], config.ws_max_size,
+                                 config.ws_per_message_deflate)
+    return websocket.Connection(handshake, config.ws_max_size, config.ws_per_message_deflate)
 
 
 def websocket_scope(scope: Scope, subprotocols: list[str]) -> Scope:
@@ -85,6 +143,16 @@ def log_handshake(protocol: WSConnection, scope: Scope, status: int) -> None:
             method = "GET"
         log_request(protocol.client, method, scope["raw_path"], scope["query_string"], version,
                     status)
+
+
+def accept_fields(headers: Any, default_headers: Headers) -> Headers:
+    """The app's ``websocket.accept`` headers, checked as a response's (``check_response``;
+    http1.ResponseError), without Content-Length or Sec-WebSocket-* (the server's)."""
+    fields = http1.check_response(200, headers, default_headers)
+    names = fields.lines[::4]
+    if fields.content_length is not None or any(n.startswith(b"sec-websocket-") for n in names):
+        raise http1.ResponseError("Content-Length and Sec-WebSocket-* are the server's")
+    return list(zip(names, fields.lines[2::4], strict=True))
 
 
 class Engine(Protocol):
@@ -131,19 +199,21 @@ class WebSocketCycle:
     """One WebSocket connection's ASGI side (see the module docstring).
 
     The connection hands in what the client does: ``put(data)`` a message, ``disconnect(code,
-    reason)`` its close frame or its loss; it stops reading while ``full`` (setting
-    ``reading_paused``). ``close(code, reason)`` sends our close frame: the app's
-    ``websocket.close``, the end of the app, or a shutdown. ``refuse(status)`` answers the
-    handshake with an HTTP error instead of a 101.
+    reason)`` its close frame or its loss; it stops reading while ``max_queue`` messages wait
+    in ``queue``, setting ``reading_paused`` (not once closing: ``put`` then keeps none).
+    ``close(code, reason)`` sends our close frame: the app's ``websocket.close``, the end of
+    the app, or a shutdown. ``refuse(status)`` answers the handshake with an HTTP error
+    instead of a 101.
     """
 
     __slots__ = ("protocol", "scope", "engine", "max_queue", "state", "queue", "waiter",
-                 "disconnected", "last", "reading_paused", "framer", "task")
+                 "disconnected", "last", "reading_paused", "framer", "task", "loop")
+    loop: asyncio.AbstractEventLoop  # the app's Task's (start_task): wait()'s futures are on it
 
     def __init__(self, protocol: WSConnection, scope: Scope, engine: Engine,
                  max_queue: int) -> None:
-        self.protocol, self.scope, self.engine, self.max_queue = protocol, scope, engine, \
-            max_queue
+        self.protocol, self.scope, self.engine = protocol, scope, engine
+        self.max_queue = max_queue
         self.state = CONNECTING
         self.queue: deque[Message] = deque([{"type": "websocket.connect"}])
         self.waiter: asyncio.Future[None] | None = None  # receive() waiting for an event
@@ -154,10 +224,6 @@ class WebSocketCycle:
         self.task: object = None  # the app's, in state.tasks while it runs (asyncio: its Task)
 
     # --- from the connection ---
-
-    @property
-    def full(self) -> bool:
-        return len(self.queue) >= self.max_queue
 
     def put(self, data: str | bytes) -> None:
         """A message from the client; dropped once the app has closed (it waits for none)."""
@@ -176,15 +242,15 @@ class WebSocketCycle:
                                    "reason": reason})
             self.wake()
 
-    async def wait(self) -> None:
-        """Wait for ``wake()`` (an event came). A server on another I/O model than asyncio's
-        overrides both, and ``start_task`` (toy-anyio: an anyio Event, its task group)."""
-        self.waiter = asyncio.get_running_loop().create_future()
-        await self.waiter
-        self.waiter = None
+    def wait(self) -> Awaitable[None]:
+        """What receive() awaits until ``wake()``: a Future (a coroutine would be one more object
+        per message) on ``loop`` (``get_running_loop()`` makes a getpid() call on CPython 3.11).
+        Another I/O model overrides both, and ``start_task`` (toy-anyio: an anyio Event)."""
+        self.waiter = waiter = self.loop.create_future()
+        return waiter
 
     def wake(self) -> None:
-        waiter = self.waiter
+        waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
@@ -254,14 +320,8 @@ class WebSocketCycle:
         headers pass ``check_response`` (the handshake's own fields are the server's)."""
         if subprotocol is not None and subprotocol not in self.scope["subprotocols"]:
             raise RuntimeError(f"subprotocol {subprotocol!r} was not offered by the client")
-        state = self.protocol.state
-        fields = http1.check_response(200, headers, state.default_headers)  # ResponseError
-        names = fields.lines[::4]
-        if fields.content_length is not None or any(n.startswith(b"sec-websocket-")
-                                                    for n in names):
-            raise http1.ResponseError("Content-Length and Sec-WebSocket-* are the server's")
-        self.protocol.write(self.engine.accept(subprotocol, list(zip(names, fields.lines[2::4],
-                                                                     strict=True))))
+        fields = accept_fields(headers, self.protocol.state.default_headers)
+        self.protocol.write(self.engine.accept(subprotocol, fields))
         self.state = CONNECTED
         log_handshake(self.protocol, self.scope, 101)
         self.protocol.on_accept()
@@ -324,6 +384,7 @@ class WebSocketCycle:
 
     def start_task(self, app: ASGIApp) -> None:
         """Run the app in its own Task, kept in ``state.tasks`` (see asgi.RequestResponseCycle)."""
-        self.task = task = asyncio.get_running_loop().create_task(self.run_asgi(app))
+        self.loop = loop = asyncio.get_running_loop()
+        self.task = task = loop.create_task(self.run_asgi(app))
         if not task.done():
             self.protocol.state.tasks.add(task)

@@ -70,6 +70,7 @@ from toyservers._types import Headers, Message, Scope
 from toyservers.access_log import log_request
 from toyservers.asgi import ClientDisconnected, at_concurrency_limit
 from toyservers.asgi_websocket import (
+    CLOSE_TIMEOUT,
     CLOSED,
     CONNECTED,
     CONNECTING,
@@ -81,7 +82,7 @@ from toyservers.asgi_websocket import (
 from toyservers.flow_control import FlowControl
 from toyservers.h2_stream import StreamOwner
 from toyservers.websocket_deflate import negotiate
-from toyservers.websocket_protocol import CLOSE_TIMEOUT
+from toyservers.websocket_handshake import Handshake, HandshakeError, elements
 
 logger = logging.getLogger("toyservers.error")
 
@@ -89,26 +90,26 @@ VERSION = [(b"sec-websocket-version", b"13")]  # RFC 6455 §4.4: the version we 
 
 
 # --8<-- [start:check_connect]
-def check_connect(protocol: bytes | None, ended: bool, headers: Headers) -> websocket.Handshake:
+def check_connect(protocol: bytes | None, ended: bool, headers: Headers) -> Handshake:
     """The opening handshake in an extended CONNECT (``protocol``: its ``:protocol``;
     ``ended``: its HEADERS ended the stream): the subprotocols and extensions offered, and no
     key (RFC 8441 §5: ``:protocol`` supersedes Sec-WebSocket-Key and -Accept). Raises
-    websocket.HandshakeError: 501 for a protocol other than websocket (RFC 8441 names no
+    HandshakeError: 501 for a protocol other than websocket (RFC 8441 names no
     status: no tunnel to it here, as for a plain CONNECT), 400 for a stream ended at once (no
     tunnel) or no Sec-WebSocket-Version or two, 426 for another version than 13 (§4.4)."""
     if protocol != b"websocket":
-        raise websocket.HandshakeError(501, f":protocol {protocol!r}")
+        raise HandshakeError(501, f":protocol {protocol!r}")
     if ended:
-        raise websocket.HandshakeError(400, "an extended CONNECT that ends its stream")
+        raise HandshakeError(400, "an extended CONNECT that ends its stream")
     fields: dict[bytes, list[bytes]] = {}
     for name, value in headers:
         fields.setdefault(name, []).append(value)
     versions = fields.get(b"sec-websocket-version")
     if versions != [b"13"]:
-        raise websocket.HandshakeError(426 if versions and len(versions) == 1 else 400,
-                                       f"Sec-WebSocket-Version {versions}")
-    return websocket.Handshake(b"", websocket._elements(fields, b"sec-websocket-protocol"), [
-        e.encode() for e in websocket._elements(fields, b"sec-websocket-extensions")])
+        raise HandshakeError(426 if versions and len(versions) == 1 else 400,
+                             f"Sec-WebSocket-Version {versions}")
+    return Handshake(b"", elements(fields, b"sec-websocket-protocol"), [
+        e.encode() for e in elements(fields, b"sec-websocket-extensions")])
 # --8<-- [end:check_connect]
 
 
@@ -121,8 +122,8 @@ def open_stream(owner: StreamOwner, sid: int, scope: Scope,
     try:
         handshake = check_connect(dict(fields).get(b":protocol"), ended, scope["headers"])
         if at_concurrency_limit(owner.state):
-            raise websocket.HandshakeError(503, "at the concurrency limit")
-    except websocket.HandshakeError as exc:
+            raise HandshakeError(503, "at the concurrency limit")
+    except HandshakeError as exc:
         logger.debug("%d to %s: %s", exc.status, owner.client, exc.reason)
         if owner.access_log:
             log_request(owner.client, "CONNECT", scope["raw_path"], scope["query_string"], "2",
@@ -274,7 +275,7 @@ class WebSocketStream:
         room and calls ``resume_reading``)."""
         engine, cycle = self.engine, self.cycle
         try:
-            while not cycle.full or cycle.state is not CONNECTED:  # closing: none are kept
+            while len(cycle.queue) < cycle.max_queue or cycle.state is not CONNECTED:
                 event = engine.next_event()
                 if event is None:
                     return self.give_credit()

@@ -2,11 +2,13 @@
 the connection after it (``AnyioWSProtocol``), on asyncio or trio alike.
 
 I/O model: structured concurrency, as the HTTP side. toy-anyio's connection task parses a
-request asking ``Upgrade: websocket`` and calls ``upgrade()``: the handshake is checked
-(``websocket.check_handshake``: a bad one gets its 400 or 426, then a lingering close), an
-engine is made for ``--ws`` (``auto``: wsproto here; ``toyservers``: the project's own
-``websocket.Connection``) and fed the bytes read after the request, and the connection task
-goes on in ``AnyioWSProtocol.run``. Its task groups hold everything the connection does:
+request asking ``Upgrade: websocket`` and calls ``upgrade()``: ``asgi_websocket.opening``,
+shared with asyncio's toys, checks the handshake (``websocket_handshake.check_handshake``: a
+bad one gets its 400 or 426, then a lingering close) and makes an engine for ``--ws``
+(``auto``: wsproto here; ``toyservers``: the project's own ``websocket.Connection``); it is
+fed the bytes read after the request, and the connection task goes on in
+``AnyioWSProtocol.run``.
+Its task groups hold everything the connection does:
 
 - the app, in the outer group (``AnyioCycle``: the shared ``asgi_websocket.WebSocketCycle``,
   waiting on an ``anyio.Event`` and started in that group), so the connection ends only once
@@ -52,19 +54,21 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
-from toyservers import access_log, http1, websocket
+from toyservers import websocket
 from toyservers._types import ASGIApp, Scope
 from toyservers.anyio_serving import GONE, StreamProtocol
 from toyservers.asgi_websocket import (
+    CLOSE_TIMEOUT,
     CONNECTED,
     CONNECTING,
+    MAX_PINGS,
+    PING_INTERVAL,
     Engine,
     WebSocketCycle,
-    websocket_scope,
+    opening,
 )
 from toyservers.http1 import HIGH_WATER_LIMIT
 from toyservers.protocol import LINGER
-from toyservers.websocket_protocol import CLOSE_TIMEOUT, MAX_PINGS, PING_INTERVAL, make_engine
 
 logger = logging.getLogger("toyservers.error")
 
@@ -81,30 +85,19 @@ def upgrade(protocol: StreamProtocol, scope: Scope, data: bytes, auto: str) -> S
     WebSocket, or the refusal of a bad handshake (400, 426). None when the request asks no
     ``Upgrade: websocket`` or ``--ws`` is ``none``: answer it as HTTP. ``auto``: the engine
     ``--ws auto`` means on this server."""
-    config = protocol.config
-    if config.ws == "none":
+    opened = opening(protocol, scope, auto)
+    if opened is None:
         return None
-    try:
-        handshake = websocket.check_handshake(scope["method"], scope["headers"])
-        if handshake is None:
-            return None
-        engine = make_engine(auto if config.ws == "auto" else config.ws, handshake, scope,
-                             config)
-    except websocket.HandshakeError as exc:
-        return functools.partial(refuse, protocol, scope, exc)
+    if isinstance(opened, bytes):  # a bad handshake: its 400 or 426
+        return functools.partial(refuse, protocol, opened)
+    engine, ws_scope = opened
     engine.receive_data(data)  # kept until the 101: a client waits for it (RFC 6455 §4.1)
-    ws_scope = websocket_scope(scope, handshake.subprotocols)
     return AnyioWSProtocol(protocol, ws_scope, engine).run
 
 
-async def refuse(protocol: StreamProtocol, scope: Scope, exc: websocket.HandshakeError) -> None:
-    """Answer a bad handshake with its status (and fields: 426's version), then a lingering
-    close (the connection task closes the stream)."""
-    logger.debug("%d to %s: %s", exc.status, protocol.client, exc.reason)
-    if protocol.access_log:
-        access_log.log_request(protocol.client, scope["method"], scope["raw_path"],
-                               scope["query_string"], scope["http_version"], exc.status)
-    answer = http1.error_response(exc.status, protocol.state.default_headers_bytes + exc.fields)
+async def refuse(protocol: StreamProtocol, answer: bytes) -> None:
+    """Write the ``answer`` refusing a bad handshake, then a lingering close (the connection
+    task closes the stream)."""
     with anyio.move_on_after(protocol.config.timeout_keep_alive), \
             contextlib.suppress(*GONE):
         await protocol.write(answer)
@@ -242,7 +235,7 @@ class AnyioWSProtocol:
         engine, cycle, events = self.engine, self.cycle, 0
         try:
             while True:
-                if cycle.full and cycle.state is CONNECTED:  # closing: none are kept
+                if len(cycle.queue) >= cycle.max_queue and cycle.state is CONNECTED:
                     cycle.reading_paused = True
                     self.resumed = resumed = anyio.Event()
                     await resumed.wait()
@@ -389,14 +382,14 @@ class AnyioCycle(WebSocketCycle):
         super().__init__(protocol, scope, engine, max_queue)
         self.event: anyio.Event | None = None  # receive() waits on it
 
-    async def wait(self) -> None:
+    def wait(self) -> Awaitable[None]:
         self.event = event = anyio.Event()
-        await event.wait()
-        self.event = None
+        return event.wait()
 
     def wake(self) -> None:
-        if self.event is not None:
-            self.event.set()
+        event, self.event = self.event, None
+        if event is not None:
+            event.set()
 
     def start_task(self, app: ASGIApp) -> None:
         assert self.protocol.apps is not None

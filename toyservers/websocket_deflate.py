@@ -83,7 +83,7 @@ class PerMessageDeflate:
             self.compressor = self._compressor()
         return payload[:-4]
 
-    def inflate(self, data: bytes, limit: int, end: bool = False) -> bytes:
+    def inflate(self, data: bytes | bytearray, limit: int, end: bool = False) -> bytes:
         """What ``data`` inflates to, at most ``limit + 1`` bytes; ``end``: ``data`` ends the
         message (the caller passes ``TAIL``), and the next one starts a fresh window if
         ``client_no_context_takeover`` was agreed. Raises zlib.error for invalid data."""

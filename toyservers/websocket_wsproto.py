@@ -19,7 +19,7 @@ into events. What differs is adapted here:
   then (ours sends it: the app answers what it read before the close).
 
 Deliberately left out: wsproto's client side, and its handshake checks beyond
-``websocket.check_handshake``'s (ours run first, on every engine).
+``websocket_handshake.check_handshake``'s (ours run first, on every engine).
 
 Spec: RFC 6455; RFC 7692 (wsproto's ``PerMessageDeflate``, its defaults as uvicorn's
 ``wsproto_impl`` uses it).
@@ -43,6 +43,7 @@ from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 from toyservers import websocket
 from toyservers._types import Headers
 from toyservers.asgi import ClientDisconnected
+from toyservers.websocket_handshake import HandshakeError
 
 _REMOTE_CLOSE = (ConnectionState.REMOTE_CLOSING, ConnectionState.CLOSED)
 
@@ -104,8 +105,8 @@ class WsprotoConnection:
     """One server-side WebSocket on wsproto (the ``asgi_websocket.Engine`` methods).
 
     ``headers`` and ``target``: the handshake request's, already checked
-    (``websocket.check_handshake``); ``max_size``: the largest message, bytes; ``deflate``:
-    offer permessage-deflate. Raises websocket.HandshakeError when wsproto refuses them.
+    (``websocket_handshake.check_handshake``); ``max_size``: the largest message, bytes;
+    ``deflate``: offer permessage-deflate. Raises HandshakeError when wsproto refuses them.
     """
 
     def __init__(self, headers: Headers, target: bytes, max_size: int = websocket.MAX_SIZE,
@@ -115,7 +116,7 @@ class WsprotoConnection:
             self.conn.initiate_upgrade_connection(headers, target)
             next(self.conn.events())  # the Request event: the handshake, which we checked
         except (RemoteProtocolError, StopIteration) as exc:
-            raise websocket.HandshakeError(400, f"wsproto: {exc}") from None
+            raise HandshakeError(400, f"wsproto: {exc}") from None
         self.extensions: list[Extension] = [SizeLimit(max_size)]
         if deflate:
             self.extensions.append(BoundedDeflate(max_size))
