@@ -6,9 +6,13 @@ starlette --duration 5``). Run as printed they take from half a minute to an hou
 runs, 3 per row, a warm-up, up to 45 rows), far past ``make test``'s budget, so each one runs
 here with every argument as printed and the time options it takes repeated after them, where
 the last one wins (click's rule for a single-valued option): ``--duration 1 --runs 1
---warmup 0``. What is left is the whole experiment at its shortest: every row's server
-started fresh and checked, the load generator run against it, the report printed and its
-files written. A command that names a server the registry lacks, an app that no longer
+--warmup 0``; ``bench autobahn``, whose cases are not timed load, gets ``--exclude`` with the
+five cases of its quick sections that only wait a second each (``QUICK_EXCLUDE``, the
+conformance row's short form). What is left is the whole experiment at its shortest: every
+row's server started fresh and checked, the load generator run against it, the report printed
+and its files written. For ``bench cluster`` and ``bench conformance`` that run is the only
+one in make test, and their own test modules' checks of a whole run's output apply to it
+(:func:`check_whole_run`). A command that names a server the registry lacks, an app that no longer
 imports, a flag that was renamed or an output folder it cannot write fails here.
 
 ``.venv/bin/bench`` lines run in an empty folder, so a relative ``--output`` (such as
@@ -42,12 +46,16 @@ import typer.main
 
 from bench.cli import app
 from bench.native import ensure_axum, ensure_wsload, find_cargo
-from bench.wstest import find_wstest
+from bench.wstest import QUICK_EXCLUDE, find_wstest
 from tests.support.pages import BIN, ROOT, blocks, section
+from tests.test_bench_cluster import check_a_whole_run
+from tests.test_bench_conformance import check_the_matrices
 
 LESSONS = ROOT / "lessons"
-#: The options every subcommand with a duration takes, at their least: click keeps the last.
-SHORTEST = {"--duration": "1", "--runs": "1", "--warmup": "0"}
+#: The options every subcommand with a duration takes, at their least: click keeps the last;
+#: and autobahn's cases that wait on Autobahn's clock, left out.
+SHORTEST = {"--duration": "1", "--runs": "1", "--warmup": "0",
+            "--exclude": ",".join(QUICK_EXCLUDE)}
 #: What each subcommand takes of :data:`SHORTEST` (concurrency has no duration: it times one
 #: burst of requests; profile has one run and no warm-up; conformance runs the suite).
 TIME_OPTIONS = {
@@ -60,7 +68,7 @@ TIME_OPTIONS = {
     "concurrency": ("--runs", "--warmup"),
     "profile": ("--duration",),
     "conformance": (),
-    "autobahn": (),
+    "autobahn": ("--exclude",),
     "download": (),
     "ws": ("--duration", "--runs", "--warmup"),
 }
@@ -275,11 +283,17 @@ def test_every_measure_it_section_prints_bench_commands() -> None:
     assert measure_it == pages, pages - measure_it
 
 
-def written(folder: Path) -> dict[str, Any]:
-    """The one ``results.json`` (or conformance's ``matrix*.json``) the run wrote."""
+def results_file(folder: Path) -> Path:
+    """The one ``results.json`` (or conformance's first ``matrix*.json``) the run wrote under
+    ``folder``: in it, or in the ``--output`` or default folder below it."""
     found = sorted(folder.rglob("results.json")) or sorted(folder.rglob("matrix*.json"))
     assert len(found) >= 1, f"no results file under {folder}: {sorted(folder.rglob('*'))}"
-    return dict(json.loads(found[0].read_text()))
+    return found[0]
+
+
+def written(folder: Path) -> dict[str, Any]:
+    """What :func:`results_file` holds."""
+    return dict(json.loads(results_file(folder).read_text()))
 
 
 def check_report(command: PageCommand, data: dict[str, Any]) -> None:
@@ -348,6 +362,19 @@ def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Pat
     data = written(out)
     check_report(command, data)
     check_measure_it_time(command, data)
+    check_whole_run(command, results_file(out).parent)
+
+
+def check_whole_run(command: PageCommand, out: Path) -> None:
+    """For the experiments whose one real run in make test is a page's command, the checks
+    their own test module makes of a whole run's output (``out``, the folder it wrote):
+    ``bench cluster`` with every scenario, and ``bench conformance``'s matrices for the
+    servers named."""
+    if command.key() == ("cluster",):
+        check_a_whole_run(out)
+    elif command.subcommand == "conformance":
+        named = command.args[command.args.index("--servers") + 1].split(",")
+        check_the_matrices(out, named)
 
 
 def check_measure_it_time(command: PageCommand, data: dict[str, Any]) -> None:
