@@ -19,7 +19,11 @@ imports, a flag that was renamed or an output folder it cannot write fails here.
 ``lessons/results/layers``, which holds the committed figures) lands there and not in the
 checkout; ``make bench`` lines run from the repository's root, through make as printed, with
 ``--output`` into the test's folder added to ``ARGS``. Commands that differ only in their time
-options and output folder run once (through make where a page prints it so).
+options and output folder run once (through make where a page prints it so). Nor does a
+``bench layers`` or ``bench workers`` command run whose rows another command measures with
+the same other options (lesson 5's ``layers --compare toy-httptools`` is a part of lesson 6's
+``--compare toy-raw,toy-h11,toy-httptools,uvicorn-h11``): click parses its options, its rows
+are planned (:func:`planned`) and its "Measure it" share is checked from them.
 
 The full-length runs are the committed results the pages include, and no page prints them:
 ``make lesson-results`` writes every folder of ``lessons/results/``, one Makefile line each,
@@ -44,8 +48,11 @@ from typing import Any
 import pytest
 import typer.main
 
+from bench import layers
 from bench.cli import app
+from bench.command import names, row_names
 from bench.native import ensure_axum, ensure_wsload, find_cargo
+from bench.workers import ROW_NAMES, parse_concurrency
 from bench.wstest import QUICK_EXCLUDE, find_wstest
 from tests.support.pages import BIN, ROOT, blocks, section
 from tests.test_bench_cluster import check_a_whole_run
@@ -224,6 +231,58 @@ DISTINCT = distinct([*COMMANDS, *(c for c in COMMITTED
                                   and "--count" not in c.args)])
 #: The CLI as click sees it, with a subcommand per experiment.
 GROUP = typer.main.get_command(app)
+#: Per subcommand whose rows are known before it runs, the options that only choose rows.
+ROW_OPTIONS = {"layers": {"server", "compare", "compare_layers", "axum", "bare", "wsgi",
+                          "wsgi_threads"},
+               "workers": {"compare", "concurrency"}}
+
+
+def planned(command: PageCommand) -> tuple[dict[str, Any], frozenset[Any]] | None:
+    """For a ``bench layers`` (timed) or ``bench workers`` command: its options other than
+    the rows' and the time options, as click parses them, and the rows it would measure
+    (layers: :func:`bench.layers.plan_rows`; workers: each row at each concurrency). None
+    for the other subcommands."""
+    name = command.subcommand
+    if name not in ROW_OPTIONS:
+        return None
+    params = GROUP.commands[name].make_context(name, list(command.args[1:])).params
+    if name == "layers":
+        if params["count"] != "time":
+            return None
+        settings = layers.Settings(
+            server=params["server"], compare=names(params["compare"]),
+            compare_layers=names(params["compare_layers"]), axum=params["axum"],
+            bare=params["bare"], wsgi=params["wsgi"], wsgi_threads=params["wsgi_threads"])
+        rows = frozenset(layers.plan_rows(settings))
+    else:
+        rows = frozenset((row, connections) for row in row_names(params["compare"], ROW_NAMES)
+                         for connections in parse_concurrency(params["concurrency"]))
+    skipped = {*ROW_OPTIONS[name], *(o.lstrip("-") for o in TIME_OPTIONS[name]), "output"}
+    return {k: v for k, v in params.items() if k not in skipped}, rows
+
+
+def covered(commands: list[PageCommand]) -> dict[PageCommand, PageCommand]:
+    """The commands whose run another one's covers: the same subcommand and options but for
+    the rows (and time options and output), and rows all among the other's (where the rows
+    are the same, the first printed covers the later). ``make bench`` lines always run.
+    Command -> the one that covers it."""
+    plans = {c: plan for c in commands if (plan := planned(c)) is not None}
+    found = {}
+    for command, (rest, rows) in plans.items():
+        for other, (other_rest, other_rows) in plans.items():
+            if command.via_make or other is command or command.subcommand != other.subcommand:
+                continue
+            if rest == other_rest and (rows < other_rows or (
+                    rows == other_rows and commands.index(other) < commands.index(command))):
+                found[command] = other
+                break
+    return found
+
+
+#: The commands that run: one per key, less those another one's run covers (their rows are
+#: measured there, with the same settings; their options are parsed below).
+COVERED = covered(DISTINCT)
+RUN = [c for c in DISTINCT if c not in COVERED]
 
 
 def test_the_pages_print_every_experiment() -> None:
@@ -325,7 +384,7 @@ def check_report(command: PageCommand, data: dict[str, Any]) -> None:
 @pytest.mark.slow
 @pytest.mark.wrk
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("command", DISTINCT, ids=lambda c: f"{c.page}:"
+@pytest.mark.parametrize("command", RUN, ids=lambda c: f"{c.page}:"
                          f"{'make ' if c.via_make else ''}{shlex.join(c.key())}")
 def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Path) -> None:
     needed = (*TOOLS[command.subcommand], *(("wrk", "curl") if command.via_make else ()))
@@ -363,6 +422,16 @@ def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Pat
     check_report(command, data)
     check_measure_it_time(command, data)
     check_whole_run(command, results_file(out).parent)
+
+
+@pytest.mark.parametrize("command", list(COVERED), ids=lambda c: f"{c.page}:{shlex.join(c.key())}")
+def test_a_covered_command_is_checked_from_the_rows_it_plans(command: PageCommand) -> None:
+    """A command whose run another one's covers (:func:`covered`) is not run: its rows are
+    measured in that run, and its "Measure it" share is checked here from the rows it plans
+    (the axum row counted, as on a machine with cargo)."""
+    plan = planned(command)
+    assert plan is not None
+    check_measure_it_time(command, {"rows": list(plan[1])})
 
 
 def check_whole_run(command: PageCommand, out: Path) -> None:
