@@ -20,10 +20,11 @@ imports, a flag that was renamed or an output folder it cannot write fails here.
 checkout; ``make bench`` lines run from the repository's root, through make as printed, with
 ``--output`` into the test's folder added to ``ARGS``. Commands that differ only in their time
 options and output folder run once (through make where a page prints it so). Nor does a
-``bench layers`` or ``bench workers`` command run whose rows another command measures with
-the same other options (lesson 5's ``layers --compare toy-httptools`` is a part of lesson 6's
-``--compare toy-raw,toy-h11,toy-httptools,uvicorn-h11``): click parses its options, its rows
-are planned (:func:`planned`) and its "Measure it" share is checked from them.
+``bench layers``, ``servers`` or ``workers`` command run whose rows another command measures
+with the same other options (lesson 5's ``layers --compare toy-httptools`` is a part of
+lesson 6's ``--compare toy-raw,toy-h11,toy-httptools,uvicorn-h11``): click parses its
+options, its rows are planned (:func:`planned`) and its "Measure it" share is checked from
+them.
 
 The full-length runs are the committed results the pages include, and no page prints them:
 ``make lesson-results`` writes every folder of ``lessons/results/``, one Makefile line each,
@@ -234,14 +235,15 @@ GROUP = typer.main.get_command(app)
 #: Per subcommand whose rows are known before it runs, the options that only choose rows.
 ROW_OPTIONS = {"layers": {"server", "compare", "compare_layers", "axum", "bare", "wsgi",
                           "wsgi_threads"},
+               "servers": {"server", "compare", "endpoints"},
                "workers": {"compare", "concurrency"}}
 
 
 def planned(command: PageCommand) -> tuple[dict[str, Any], frozenset[Any]] | None:
-    """For a ``bench layers`` (timed) or ``bench workers`` command: its options other than
-    the rows' and the time options, as click parses them, and the rows it would measure
-    (layers: :func:`bench.layers.plan_rows`; workers: each row at each concurrency). None
-    for the other subcommands."""
+    """For a ``bench layers`` (timed), ``bench servers`` or ``bench workers`` command: its
+    options other than the rows' and the time options, as click parses them, and the rows it
+    would measure (layers: :func:`bench.layers.plan_rows`; servers: each server at each
+    endpoint; workers: each row at each concurrency). None for the other subcommands."""
     name = command.subcommand
     if name not in ROW_OPTIONS:
         return None
@@ -254,6 +256,10 @@ def planned(command: PageCommand) -> tuple[dict[str, Any], frozenset[Any]] | Non
             compare_layers=names(params["compare_layers"]), axum=params["axum"],
             bare=params["bare"], wsgi=params["wsgi"], wsgi_threads=params["wsgi_threads"])
         rows = frozenset(layers.plan_rows(settings))
+    elif name == "servers":
+        servers = dict.fromkeys((params["server"], *names(params["compare"])))
+        rows = frozenset((server, endpoint) for server in servers
+                         for endpoint in names(params["endpoints"]))
     else:
         rows = frozenset((row, connections) for row in row_names(params["compare"], ROW_NAMES)
                          for connections in parse_concurrency(params["concurrency"]))
