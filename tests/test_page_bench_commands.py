@@ -10,10 +10,11 @@ the last one wins (click's rule for a single-valued option): ``--duration 1 --ru
 five cases of its quick sections that only wait a second each (``QUICK_EXCLUDE``, the
 conformance row's short form). What is left is the whole experiment at its shortest: every
 row's server started fresh and checked, the load generator run against it, the report printed
-and its files written. For ``bench cluster`` and ``bench conformance`` that run is the only
-one in make test, and their own test modules' checks of a whole run's output apply to it
-(:func:`check_whole_run`). A command that names a server the registry lacks, an app that no longer
-imports, a flag that was renamed or an output folder it cannot write fails here.
+and its files written. For ``bench layers``, ``bench cluster`` and ``bench conformance``
+these are the only real runs in make test, and their own test modules' checks of a whole
+run's output apply to them (:func:`check_whole_run`). A command that names a server the
+registry lacks, an app that no longer imports, a flag that was renamed or an output folder
+it cannot write fails here.
 
 ``.venv/bin/bench`` lines run in an empty folder, so a relative ``--output`` (such as
 ``lessons/results/layers``, which holds the committed figures) lands there and not in the
@@ -56,6 +57,7 @@ from bench.native import ensure_axum, ensure_wsload, find_cargo
 from bench.workers import ROW_NAMES, parse_concurrency
 from bench.wstest import QUICK_EXCLUDE, find_wstest
 from tests.support.pages import BIN, ROOT, blocks, section
+from tests.test_bench import check_a_layers_run
 from tests.test_bench_cluster import check_a_whole_run
 from tests.test_bench_conformance import check_the_matrices
 
@@ -427,7 +429,7 @@ def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Pat
     data = written(out)
     check_report(command, data)
     check_measure_it_time(command, data)
-    check_whole_run(command, results_file(out).parent)
+    check_whole_run(command, results_file(out).parent, result.stdout)
 
 
 @pytest.mark.parametrize("command", list(COVERED), ids=lambda c: f"{c.page}:{shlex.join(c.key())}")
@@ -440,12 +442,15 @@ def test_a_covered_command_is_checked_from_the_rows_it_plans(command: PageComman
     check_measure_it_time(command, {"rows": list(plan[1])})
 
 
-def check_whole_run(command: PageCommand, out: Path) -> None:
-    """For the experiments whose one real run in make test is a page's command, the checks
-    their own test module makes of a whole run's output (``out``, the folder it wrote):
-    ``bench cluster`` with every scenario, and ``bench conformance``'s matrices for the
-    servers named."""
-    if command.key() == ("cluster",):
+def check_whole_run(command: PageCommand, out: Path, stdout: str) -> None:
+    """For the experiments whose real runs in make test are the pages' commands, the checks
+    their own test module makes of a whole run's output (``out``, the folder it wrote, and
+    ``stdout``): ``bench layers`` (timed, without --wsgi), ``bench cluster`` with every
+    scenario, and ``bench conformance``'s matrices for the servers named."""
+    if command.subcommand == "layers" and "--wsgi" not in command.args \
+            and "--count" not in command.args:
+        check_a_layers_run(out, stdout)
+    elif command.key() == ("cluster",):
         check_a_whole_run(out)
     elif command.subcommand == "conformance":
         named = command.args[command.args.index("--servers") + 1].split(",")
