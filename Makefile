@@ -125,14 +125,16 @@ lesson-results: $(STAMP) tools
 
 # The suite runs on two processes (pytest-xdist), one per core: every test uses its own
 # ephemeral ports and servers, and 2 workers halve the wall time on a 2-core machine.
-# TEST_JOBS=0 runs it in one process.
+# TEST_JOBS=0 runs it in one process. --dist worksteal: each worker starts with half of the
+# suite in order (the slow tests first: tests/conftest.py), and one that runs out takes half
+# of what the other has not started, so both finish within one test of each other.
 TEST_JOBS ?= 2
 # valgrind, for the instruction-count regression test (tests/test_instruction_counts.py): it
 # runs on Linux only, where the test must run; elsewhere that test skips.
 VALGRIND := $(if $(filter Linux,$(shell uname -s)),valgrind)
 test: $(STAMP)
 	@$(TOOLS) wrk curl chromium redis-server nginx haproxy $(VALGRIND)
-	$(PY) -m pytest -n $(TEST_JOBS) $(ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist worksteal) $(ARGS)
 
 # The committed baselines of tests/test_instruction_counts.py (instructions per request of
 # each toy server over bare's), counted again on this machine. Run it after a deliberate

@@ -1,7 +1,8 @@
 """``bench autobahn``: Autobahn|Testsuite, every section, against each WebSocket server.
 
-The conformance suite's ``autobahn`` row runs sections 1-7 and 10 in ``make test`` (about 10 s
-a server); this command runs whatever ``--cases`` names, all of it by default: section 9
+The conformance suite's ``autobahn`` row runs sections 1-7 and 10 in ``make test``, but for
+five cases that only wait (:data:`bench.wstest.QUICK_EXCLUDE`; about 2 s a server); this
+command runs whatever ``--cases`` names (less ``--exclude``), all of it by default: section 9
 (performance: text and binary messages up to 16 MiB, in one frame or in fragments, 1000
 messages in a row) and 12-13 (permessage-deflate, with every window size and context
 takeover) too, which take minutes a server. Each server (the registry's command line) serves

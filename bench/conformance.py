@@ -16,8 +16,8 @@ into a matrix, servers by features, where a cell is:
 
 The ``autobahn`` feature's test also records Autobahn|Testsuite's counts per behavior
 (``OK``, ``NON-STRICT``, ``INFORMATIONAL``, ``FAILED``, ``UNIMPLEMENTED``) and the cases that
-were not ``OK``: the matrix keeps them under ``autobahn`` (server -> ``{"cases", "counts",
-"not_ok"}``) and the page shows them as a table of their own under the matrix.
+were not ``OK``: the matrix keeps them under ``autobahn`` (server -> ``{"cases", "exclude",
+"counts", "not_ok"}``) and the page shows them as a table of their own under the matrix.
 
 Output, in ``--output DIR`` (default ``results/conformance-<timestamp>/``): for the ASGI
 servers ``matrix.json`` shaped ``{"servers": {name: {"version": str}}, "features": [str],
@@ -146,7 +146,8 @@ def autobahn_table(autobahn: dict[str, Any]) -> str:
     """The Autobahn counts as a Markdown table: one row per server, a column per behavior,
     then the cases that were not OK."""
     heads = ["server", "cases", *AUTOBAHN_BEHAVIORS, "not OK"]
-    rows = [[server, ", ".join(entry["cases"]),
+    rows = [[server, ", ".join(entry["cases"]) + (f" but {', '.join(entry['exclude'])}"
+                                                   if entry.get("exclude") else ""),
              *(str(entry["counts"].get(b, 0)) for b in AUTOBAHN_BEHAVIORS),
              ", ".join(f"{case} {behavior}" for case, behavior in entry["not_ok"].items())]
             for server, entry in autobahn.items()]

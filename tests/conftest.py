@@ -41,8 +41,11 @@ def connect(fake_loop: FakeClockLoop, toy_server: str) -> Callable[..., Harness]
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the ``slow`` tests (whole bench experiments, 10-80 s each) first, the rest in their
-    order. ``make test`` splits the suite over two pytest-xdist workers: the first takes the
-    slow tests in its first batch, and the rest are handed to whichever worker runs low, so
-    both finish together; long ones last would leave one worker running them alone at the
-    end (the whole suite took 9 min 15 s on two workers with them first)."""
+    order. ``make test`` splits the suite over two pytest-xdist workers with ``--dist
+    worksteal``: each starts with half of the suite in this order, so the first half holds
+    the slow tests, and a worker that runs out takes the second half of what the other has
+    not started (fast tests, while slow ones remain), so both finish within one test of each
+    other; long ones last would leave one worker running them alone at the end. (With
+    ``--dist load`` the first worker's first batch, a quarter of its share, held every slow
+    test, and the other worker ran out of tests first.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -199,6 +199,19 @@ def test_a_deadline_that_has_moved_on_does_not_end_the_connection(backend: str) 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_stalled_body_gets_408_when_the_body_deadline_is_the_longer(backend: str) -> None:
+    """The body deadline counts silence from the last body bytes, whatever the others are.
+    With a longer body deadline than the keep-alive one (the defaults: 30 s and 5 s), the
+    reading scope armed for the idle deadline when the connection opened expires first, while
+    the body is pending; the reading resumes in a new scope, and resuming must not start the
+    body's silence again (it did, at each expiry, and the 408 never came)."""
+    settings = {"timeout_keep_alive": 1.0, "timeout_headers": 1.0, "timeout_body": 1.5}
+    with serving(backend, path_app, **settings) as port, connect(port) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        assert read_until_close(sock).startswith(b"HTTP/1.1 408 ")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_pipelined_requests_are_answered_in_order(backend: str) -> None:
     with serving(backend, path_app) as port, connect(port) as sock:
         sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /fast HTTP/1.1\r\nHost: x\r\n\r\n"

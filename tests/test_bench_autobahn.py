@@ -1,9 +1,10 @@
 """``bench autobahn`` and :mod:`bench.wstest`: Autobahn's report read back, the servers chosen,
 the echo app it runs against, and one short real run.
 
-The conformance suite's ``autobahn`` row runs sections 1-7 and 10 on every server; here the
-command's own pieces are checked without Autobahn (a report written by hand), then, where
-Autobahn|Testsuite is installed, a run of a few cases against uvicorn.
+The conformance suite's ``autobahn`` row runs sections 1-7 and 10 (less five cases that only
+wait) on every server; here the command's own pieces are checked without Autobahn (a report
+written by hand), then, where Autobahn|Testsuite is installed, a run of a few cases against
+uvicorn.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from typing import Any
 import h2.config
 import h2.connection
 import h2.events
+import h2.settings
 import httpx
 import pytest
 from h2.errors import ErrorCodes
@@ -251,3 +252,35 @@ def test_step2_stops_reading_while_its_answers_are_not_read() -> None:
     unbounded = serve_step("step1_server.py", ping_flood).peak_buffer
     bounded = serve_step("step2_bounded.py", ping_flood).peak_buffer
     assert unbounded > 1 << 20 and bounded <= 256 << 10, (unbounded, bounded)
+
+
+@pytest.mark.parametrize("name", ["step1_server.py", "step2_bounded.py"])
+def test_a_larger_initial_window_wakes_a_sender_waiting_on_an_empty_one(name: str) -> None:
+    """RFC 9113 §6.9.2 (h2spec http2/6.9.2/1): with SETTINGS_INITIAL_WINDOW_SIZE 0 the app's
+    body waits; a SETTINGS frame raising it gives every stream credit, as a WINDOW_UPDATE
+    does, and the body must then go out. The client raises it only once the response's
+    HEADERS arrived: the app is by then waiting on the empty window (send() writes the
+    headers and reaches the window check with no await between)."""
+    async def raise_the_window(port: int, protocols: list[Any]) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        client = h2_client()
+        client.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        client.send_headers(1, [(":method", "GET"), (":path", "/"), (":scheme", "http"),
+                                (":authority", "x")], end_stream=True)
+        writer.write(client.data_to_send())
+        body, raised = b"", False
+        while True:
+            data = await asyncio.wait_for(reader.read(65536), TIMEOUT)
+            assert data, "the server closed the connection"
+            for event in client.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived) and not raised:
+                    client.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 65535})
+                    raised = True
+                elif isinstance(event, h2.events.DataReceived):
+                    body += event.data
+                elif isinstance(event, h2.events.StreamEnded):
+                    writer.close()
+                    return body
+            writer.write(client.data_to_send())
+
+    assert serve_step(name, raise_the_window).result == b"hello over HTTP/2\n"

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -111,11 +112,14 @@ def test_run_it_toyserve_command_runs_as_printed() -> None:
 
 def test_run_it_signal_commands_run_as_printed_one_line_at_a_time(tmp_path: Path) -> None:
     """The signals block, typed into one bash a line at a time as the page says; before each
-    next line the test waits for what the previous line's comment promises."""
+    next line the test waits for what the previous line's comment promises: the workers it
+    names in the process table (one snapshot per look: two can straddle a kill), and the
+    master's "Booting worker" line of each new one, which the last check counts."""
     (_, _, typed) = blocks(section(PAGE, "Run it"), "sh")
     lines = localize(typed, free_port()).splitlines()
     assert len(lines) == 8 and lines[1] == "MASTER=$!", lines
-    log = (tmp_path / "terminal.log").open("w+")
+    path = tmp_path / "terminal.log"
+    log = path.open("w")
     shell = subprocess.Popen(["bash"], stdin=subprocess.PIPE, stdout=log, stderr=log,
                              cwd=ROOT, text=True)
     assert shell.stdin is not None
@@ -125,34 +129,47 @@ def test_run_it_signal_commands_run_as_printed_one_line_at_a_time(tmp_path: Path
         shell.stdin.flush()  # type: ignore[union-attr]
 
     def terminal() -> str:
-        log.seek(0)
-        return log.read()
+        # Its own open file: a seek on the shell's would move the offset the shell and the
+        # server write at (one open file description), so they could write over the log.
+        return path.read_text()
+
+    def pool_becomes(condition: Callable[[set[int]], bool]) -> set[int]:
+        """Wait until ``condition`` holds for one snapshot of the master's live workers, then
+        until the master logged booting each of them; that snapshot."""
+        seen: list[set[int]] = []
+
+        def holds() -> bool:
+            seen.append(workers(pool))
+            return condition(seen[-1])
+
+        until(holds, TIMEOUT)
+        now = seen[-1]
+        until(lambda: all(f"Booting worker with pid: {pid}\n" in terminal() for pid in now),
+              TIMEOUT)
+        return now
 
     try:
         type_line(0)
         until(lambda: len(psutil.Process(shell.pid).children()) == 1, seconds=TIMEOUT)
         master = psutil.Process(shell.pid).children()[0]
         pool = master.pid
-        until(lambda: len(workers(pool)) == 2 and "Listening at" in terminal(), TIMEOUT)
-        first = workers(pool)
+        first = pool_becomes(lambda now: len(now) == 2)
+        until(lambda: "Listening at" in terminal(), TIMEOUT)
         type_line(1)
         type_line(2)  # ps --ppid $MASTER: a header, then one line per worker, its pid first
         until(lambda: "PID" in terminal() and all(
             re.search(rf"^ *{pid} ", terminal(), re.MULTILINE) for pid in first), TIMEOUT)
         type_line(3)  # TTIN
-        until(lambda: len(workers(pool)) == 3, TIMEOUT)
-        (third,) = workers(pool) - first
+        (third,) = pool_becomes(lambda now: len(now) == 3) - first
         type_line(4)  # TTOU: the oldest leaves
-        until(lambda: len(workers(pool)) == 2 and third in workers(pool), TIMEOUT)
-        before = workers(pool)
+        before = pool_becomes(lambda now: len(now) == 2 and third in now)
         type_line(5)  # HUP: two new, the old gone
-        until(lambda: len(workers(pool)) == 2 and not workers(pool) & before, TIMEOUT)
-        before = workers(pool)
+        before = pool_becomes(lambda now: len(now) == 2 and not now & before)
         # pgrep -o also sees a worker that has exited but is not reaped yet: wait for the
         # master to reap the two the HUP retired, so the oldest child is a live one
         until(lambda: {c.pid for c in psutil.Process(pool).children()} == before, TIMEOUT)
         type_line(6)  # kill -9 the oldest worker: a replacement
-        until(lambda: len(workers(pool)) == 2 and len(workers(pool) & before) == 1, TIMEOUT)
+        pool_becomes(lambda now: len(now) == 2 and len(now & before) == 1)
         type_line(7)  # TERM and wait
         until(lambda: not master.is_running() or master.status() == psutil.STATUS_ZOMBIE,
               TIMEOUT)

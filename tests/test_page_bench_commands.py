@@ -6,16 +6,26 @@ starlette --duration 5``). Run as printed they take from half a minute to an hou
 runs, 3 per row, a warm-up, up to 45 rows), far past ``make test``'s budget, so each one runs
 here with every argument as printed and the time options it takes repeated after them, where
 the last one wins (click's rule for a single-valued option): ``--duration 1 --runs 1
---warmup 0``. What is left is the whole experiment at its shortest: every row's server
-started fresh and checked, the load generator run against it, the report printed and its
-files written. A command that names a server the registry lacks, an app that no longer
-imports, a flag that was renamed or an output folder it cannot write fails here.
+--warmup 0``; ``bench autobahn``, whose cases are not timed load, gets ``--exclude`` with the
+five cases of its quick sections that only wait a second each (``QUICK_EXCLUDE``, the
+conformance row's short form). What is left is the whole experiment at its shortest: every
+row's server started fresh and checked, the load generator run against it, the report printed
+and its files written. For ``bench layers``, ``bench cluster`` and ``bench conformance``
+these are the only real runs in make test, and their own test modules' checks of a whole
+run's output apply to them (:func:`check_whole_run`). A command that names a server the
+registry lacks, an app that no longer imports, a flag that was renamed or an output folder
+it cannot write fails here.
 
 ``.venv/bin/bench`` lines run in an empty folder, so a relative ``--output`` (such as
 ``lessons/results/layers``, which holds the committed figures) lands there and not in the
 checkout; ``make bench`` lines run from the repository's root, through make as printed, with
 ``--output`` into the test's folder added to ``ARGS``. Commands that differ only in their time
-options and output folder run once (through make where a page prints it so).
+options and output folder run once (through make where a page prints it so). Nor does a
+``bench layers``, ``servers`` or ``workers`` command run whose rows another command measures
+with the same other options (lesson 5's ``layers --compare toy-httptools`` is a part of
+lesson 6's ``--compare toy-raw,toy-h11,toy-httptools,uvicorn-h11``): click parses its
+options, its rows are planned (:func:`planned`) and its "Measure it" share is checked from
+them.
 
 The full-length runs are the committed results the pages include, and no page prints them:
 ``make lesson-results`` writes every folder of ``lessons/results/``, one Makefile line each,
@@ -40,14 +50,22 @@ from typing import Any
 import pytest
 import typer.main
 
+from bench import layers
 from bench.cli import app
+from bench.command import names, row_names
 from bench.native import ensure_axum, ensure_wsload, find_cargo
-from bench.wstest import find_wstest
+from bench.workers import ROW_NAMES, parse_concurrency
+from bench.wstest import QUICK_EXCLUDE, find_wstest
 from tests.support.pages import BIN, ROOT, blocks, section
+from tests.test_bench import check_a_layers_run
+from tests.test_bench_cluster import check_a_whole_run
+from tests.test_bench_conformance import check_the_matrices
 
 LESSONS = ROOT / "lessons"
-#: The options every subcommand with a duration takes, at their least: click keeps the last.
-SHORTEST = {"--duration": "1", "--runs": "1", "--warmup": "0"}
+#: The options every subcommand with a duration takes, at their least: click keeps the last;
+#: and autobahn's cases that wait on Autobahn's clock, left out.
+SHORTEST = {"--duration": "1", "--runs": "1", "--warmup": "0",
+            "--exclude": ",".join(QUICK_EXCLUDE)}
 #: What each subcommand takes of :data:`SHORTEST` (concurrency has no duration: it times one
 #: burst of requests; profile has one run and no warm-up; conformance runs the suite).
 TIME_OPTIONS = {
@@ -60,7 +78,7 @@ TIME_OPTIONS = {
     "concurrency": ("--runs", "--warmup"),
     "profile": ("--duration",),
     "conformance": (),
-    "autobahn": (),
+    "autobahn": ("--exclude",),
     "download": (),
     "ws": ("--duration", "--runs", "--warmup"),
 }
@@ -216,6 +234,63 @@ DISTINCT = distinct([*COMMANDS, *(c for c in COMMITTED
                                   and "--count" not in c.args)])
 #: The CLI as click sees it, with a subcommand per experiment.
 GROUP = typer.main.get_command(app)
+#: Per subcommand whose rows are known before it runs, the options that only choose rows.
+ROW_OPTIONS = {"layers": {"server", "compare", "compare_layers", "axum", "bare", "wsgi",
+                          "wsgi_threads"},
+               "servers": {"server", "compare", "endpoints"},
+               "workers": {"compare", "concurrency"}}
+
+
+def planned(command: PageCommand) -> tuple[dict[str, Any], frozenset[Any]] | None:
+    """For a ``bench layers`` (timed), ``bench servers`` or ``bench workers`` command: its
+    options other than the rows' and the time options, as click parses them, and the rows it
+    would measure (layers: :func:`bench.layers.plan_rows`; servers: each server at each
+    endpoint; workers: each row at each concurrency). None for the other subcommands."""
+    name = command.subcommand
+    if name not in ROW_OPTIONS:
+        return None
+    params = GROUP.commands[name].make_context(name, list(command.args[1:])).params
+    if name == "layers":
+        if params["count"] != "time":
+            return None
+        settings = layers.Settings(
+            server=params["server"], compare=names(params["compare"]),
+            compare_layers=names(params["compare_layers"]), axum=params["axum"],
+            bare=params["bare"], wsgi=params["wsgi"], wsgi_threads=params["wsgi_threads"])
+        rows = frozenset(layers.plan_rows(settings))
+    elif name == "servers":
+        servers = dict.fromkeys((params["server"], *names(params["compare"])))
+        rows = frozenset((server, endpoint) for server in servers
+                         for endpoint in names(params["endpoints"]))
+    else:
+        rows = frozenset((row, connections) for row in row_names(params["compare"], ROW_NAMES)
+                         for connections in parse_concurrency(params["concurrency"]))
+    skipped = {*ROW_OPTIONS[name], *(o.lstrip("-") for o in TIME_OPTIONS[name]), "output"}
+    return {k: v for k, v in params.items() if k not in skipped}, rows
+
+
+def covered(commands: list[PageCommand]) -> dict[PageCommand, PageCommand]:
+    """The commands whose run another one's covers: the same subcommand and options but for
+    the rows (and time options and output), and rows all among the other's (where the rows
+    are the same, the first printed covers the later). ``make bench`` lines always run.
+    Command -> the one that covers it."""
+    plans = {c: plan for c in commands if (plan := planned(c)) is not None}
+    found = {}
+    for command, (rest, rows) in plans.items():
+        for other, (other_rest, other_rows) in plans.items():
+            if command.via_make or other is command or command.subcommand != other.subcommand:
+                continue
+            if rest == other_rest and (rows < other_rows or (
+                    rows == other_rows and commands.index(other) < commands.index(command))):
+                found[command] = other
+                break
+    return found
+
+
+#: The commands that run: one per key, less those another one's run covers (their rows are
+#: measured there, with the same settings; their options are parsed below).
+COVERED = covered(DISTINCT)
+RUN = [c for c in DISTINCT if c not in COVERED]
 
 
 def test_the_pages_print_every_experiment() -> None:
@@ -275,11 +350,17 @@ def test_every_measure_it_section_prints_bench_commands() -> None:
     assert measure_it == pages, pages - measure_it
 
 
-def written(folder: Path) -> dict[str, Any]:
-    """The one ``results.json`` (or conformance's ``matrix*.json``) the run wrote."""
+def results_file(folder: Path) -> Path:
+    """The one ``results.json`` (or conformance's first ``matrix*.json``) the run wrote under
+    ``folder``: in it, or in the ``--output`` or default folder below it."""
     found = sorted(folder.rglob("results.json")) or sorted(folder.rglob("matrix*.json"))
     assert len(found) >= 1, f"no results file under {folder}: {sorted(folder.rglob('*'))}"
-    return dict(json.loads(found[0].read_text()))
+    return found[0]
+
+
+def written(folder: Path) -> dict[str, Any]:
+    """What :func:`results_file` holds."""
+    return dict(json.loads(results_file(folder).read_text()))
 
 
 def check_report(command: PageCommand, data: dict[str, Any]) -> None:
@@ -311,7 +392,7 @@ def check_report(command: PageCommand, data: dict[str, Any]) -> None:
 @pytest.mark.slow
 @pytest.mark.wrk
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("command", DISTINCT, ids=lambda c: f"{c.page}:"
+@pytest.mark.parametrize("command", RUN, ids=lambda c: f"{c.page}:"
                          f"{'make ' if c.via_make else ''}{shlex.join(c.key())}")
 def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Path) -> None:
     needed = (*TOOLS[command.subcommand], *(("wrk", "curl") if command.via_make else ()))
@@ -348,6 +429,32 @@ def test_page_bench_command_runs_to_a_report(command: PageCommand, tmp_path: Pat
     data = written(out)
     check_report(command, data)
     check_measure_it_time(command, data)
+    check_whole_run(command, results_file(out).parent, result.stdout)
+
+
+@pytest.mark.parametrize("command", list(COVERED), ids=lambda c: f"{c.page}:{shlex.join(c.key())}")
+def test_a_covered_command_is_checked_from_the_rows_it_plans(command: PageCommand) -> None:
+    """A command whose run another one's covers (:func:`covered`) is not run: its rows are
+    measured in that run, and its "Measure it" share is checked here from the rows it plans
+    (the axum row counted, as on a machine with cargo)."""
+    plan = planned(command)
+    assert plan is not None
+    check_measure_it_time(command, {"rows": list(plan[1])})
+
+
+def check_whole_run(command: PageCommand, out: Path, stdout: str) -> None:
+    """For the experiments whose real runs in make test are the pages' commands, the checks
+    their own test module makes of a whole run's output (``out``, the folder it wrote, and
+    ``stdout``): ``bench layers`` (timed, without --wsgi), ``bench cluster`` with every
+    scenario, and ``bench conformance``'s matrices for the servers named."""
+    if command.subcommand == "layers" and "--wsgi" not in command.args \
+            and "--count" not in command.args:
+        check_a_layers_run(out, stdout)
+    elif command.key() == ("cluster",):
+        check_a_whole_run(out)
+    elif command.subcommand == "conformance":
+        named = command.args[command.args.index("--servers") + 1].split(",")
+        check_the_matrices(out, named)
 
 
 def check_measure_it_time(command: PageCommand, data: dict[str, Any]) -> None:

@@ -92,10 +92,4 @@ def test_h2spec_commands_run_as_printed() -> None:
     commands, shown = blocks(text, "sh"), blocks(text, "text")
     assert len(commands) == len(shown) == 2
     for command, lines in zip(commands, shown, strict=True):
-        try:
-            shows(run(command), lines)
-        except AssertionError:
-            # Lesson 10's step 1 fails h2spec's http2/6.9.2/1 (SETTINGS_INITIAL_WINDOW_SIZE
-            # changed after HEADERS) in about one run of three, by timing: a known defect of
-            # the lesson program, to fix there. A second run must print the page's line.
-            shows(run(command), lines)
+        shows(run(command), lines)

@@ -111,8 +111,8 @@ class AnyioProtocol(H11Steps, StreamProtocol):
             kind = type(event)
             if event is h11.NEED_DATA:
                 cycle = self.cycle
-                if cycle is not None and cycle.more_body:  # h11 is in SEND_BODY
-                    self.set_deadline("body", config.timeout_body)
+                if cycle is not None and cycle.more_body and self.kind != "body":  # SEND_BODY
+                    self.set_deadline("body", config.timeout_body)  # silence since the last bytes
                 elif cycle is None and self.kind == "idle" and conn.trailing_data[0]:
                     self.set_deadline("head", config.timeout_headers)  # a head began
                 if not await self.receive():
@@ -122,12 +122,12 @@ class AnyioProtocol(H11Steps, StreamProtocol):
                 if not self.on_request(event):  # type: ignore[arg-type]
                     return
             elif kind is h11.Data:
+                self.clear_deadline()  # body bytes came: a new silence starts at NEED_DATA
                 status = h11_checks.take_body(self, self.cycle, event.data)  # type: ignore[union-attr]
                 if status == 413:
                     self.error = 413
                     return
                 if status:  # enough for the app: read on once its receive() took it
-                    self.clear_deadline()
                     await self.pause_reading()
             elif kind is h11.EndOfMessage:
                 trailers = event.headers  # type: ignore[union-attr]

@@ -174,7 +174,10 @@ class StreamProtocol:
         (``anyio.current_time()`` and a ``call_at``), and a keep-alive connection moved it
         twice a request (toy-anyio: 663.4k instructions a request, 645.9k without). A scope
         that expires at a deadline that has since moved on or been cleared ends the reading
-        early, and ``read`` goes on in a new scope: once per keep-alive timeout at most."""
+        early, and ``read`` goes on in a new scope: once per keep-alive timeout at most. So
+        ``read_requests``, run again then, must not start a deadline that is running: the
+        body's silence would start over at each such expiry and never end (toy-anyio's
+        ``h11.Data`` clears it; bytes came)."""
         self.kind, self.when = kind, time.monotonic() + seconds
         if self.when < self.armed:
             self.arm()

@@ -14,7 +14,8 @@
   ``failed``, ``error``, ``xfailed``, ``violation`` (a declared breach, see
   ``support.VIOLATIONS``), ``skipped``; the message is the failure's first line or
   the declared reason. The Autobahn test's record also has ``autobahn``: ``{"cases": [case
-  patterns], "counts": {behavior: n}, "not_ok": {case id: behavior}}``. ``bench conformance``
+  patterns], "exclude": [case patterns left out], "counts": {behavior: n}, "not_ok": {case id:
+  behavior}}``. ``bench conformance``
   builds the matrix from it.
 - Slow behaviours (keep-alive idle timeout, slow headers) are probed in background threads
   started with the server, so their bounded waits overlap the other tests.

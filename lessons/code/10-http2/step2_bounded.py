@@ -151,8 +151,8 @@ class H2Protocol(asyncio.Protocol):
                                                     event.stream_id)
             elif isinstance(event, h2.events.StreamEnded) and event.stream_id in self.bodies:
                 self.bodies[event.stream_id].put_nowait((b"", True))
-            elif isinstance(event, h2.events.WindowUpdated):
-                self.window_open.set()
+            elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
+                self.window_open.set()  # a WINDOW_UPDATE, or a new initial window (§6.9.2)
             elif isinstance(event, h2.events.StreamReset):
                 self.on_reset(event.stream_id)
             elif isinstance(event, h2.events.ConnectionTerminated):
@@ -207,9 +207,9 @@ class H2Protocol(asyncio.Protocol):
         """Send ``data`` in frames no larger than the window and the peer's frame size."""
         while data:
             window = self.conn.local_flow_control_window(stream_id)  # stream and connection
-            if window == 0:
+            if window <= 0:  # a SETTINGS that shrinks it can make it negative (§6.9.2)
                 self.window_open.clear()
-                await self.window_open.wait()  # a WINDOW_UPDATE from the client
+                await self.window_open.wait()  # more credit from the client
                 continue
             size = min(window, len(data), self.conn.max_outbound_frame_size)
             last = end and size == len(data)  # END_STREAM rides on the last DATA frame
