@@ -39,7 +39,7 @@ from apps import ws_echo
 from tests.conformance.h2client import StreamResult
 from tests.conformance.wsclient import CLOSE, PING, TEXT, close_payload, frame
 from tests.support.h2_harness import H2Harness
-from tests.support.h2_websocket_client import H2WebSocketClient
+from tests.support.h2_websocket_client import H2WebSocketClient, echo_until_disconnect
 from tests.support.mock import FakeClockLoop
 from tests.support.protocol_harness import fake_loop_fixture
 from tests.support.running import running_server, serving
@@ -84,12 +84,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "websocket.close", "code": 4001, "reason": "bye"})
     elif path == "/hold":
         await HOLDS[-1].wait()
-    while True:
-        message = await receive()
-        if message["type"] == "websocket.disconnect":
-            return DISCONNECTS.put((scope["query_string"], message))
-        await send({"type": "websocket.send", "text": message.get("text"),
-                    "bytes": message.get("bytes")})
+    await echo_until_disconnect(scope, receive, send, DISCONNECTS)
 
 
 @pytest.fixture(scope="module")

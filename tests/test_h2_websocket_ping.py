@@ -30,11 +30,11 @@ from wsproto import ConnectionType
 
 from tests.conformance.wsclient import PONG, frame
 from tests.support.h2_harness import H2Harness
-from tests.support.h2_websocket_client import H2WebSocketClient
+from tests.support.h2_websocket_client import H2WebSocketClient, echo_until_disconnect
 from tests.support.mock import FakeClockLoop
 from tests.support.protocol_harness import fake_loop_fixture
 from tests.support.running import serving
-from toyservers.websocket_protocol import CLOSE_TIMEOUT
+from toyservers.asgi_websocket import CLOSE_TIMEOUT
 
 #: Each WebSocket's query string and the websocket.disconnect its app's receive() gave.
 DISCONNECTS: queue.Queue[tuple[bytes, dict[str, Any]]] = queue.Queue()
@@ -53,12 +53,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     assert (await receive())["type"] == "websocket.connect"
     await send({"type": "websocket.accept"})
-    while True:
-        message = await receive()
-        if message["type"] == "websocket.disconnect":
-            return DISCONNECTS.put((scope["query_string"], message))
-        await send({"type": "websocket.send", "text": message.get("text"),
-                    "bytes": message.get("bytes")})
+    await echo_until_disconnect(scope, receive, send, DISCONNECTS)
 
 
 def disconnect(tag: bytes) -> dict[str, Any]:

@@ -13,7 +13,8 @@ Spec: RFC 8441 §4-§5; RFC 6455 §5; RFC 9113 §6.9.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import queue
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import wsproto.connection
@@ -23,6 +24,20 @@ from wsproto.extensions import Extension
 
 from tests.conformance.h2client import H2Client, StreamResult
 from tests.conformance.support import HOST
+
+
+async def echo_until_disconnect(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
+                                send: Callable[[Any], Awaitable[None]],
+                                disconnects: queue.Queue[tuple[bytes, dict[str, Any]]]) -> None:
+    """The test apps' WebSocket echo after accept: every message back as it came, until
+    ``websocket.disconnect``, which goes to ``disconnects`` with the scope's query string (the
+    tag a test gave its WebSocket)."""
+    while True:
+        message = await receive()
+        if message["type"] == "websocket.disconnect":
+            return disconnects.put((scope["query_string"], message))
+        await send({"type": "websocket.send", "text": message.get("text"),
+                    "bytes": message.get("bytes")})
 
 
 class H2WebSocketClient(H2Client):
