@@ -13,7 +13,7 @@ import importlib
 import typer
 
 #: Modules under ``bench`` whose ``register(app)`` adds a subcommand.
-SUBCOMMANDS = ("bench.layers", "bench.conformance", "bench.profile", "bench.servers",
+SUBCOMMANDS = ("bench.layers_cli", "bench.conformance", "bench.profile", "bench.servers",
                "bench.concurrency", "bench.workers", "bench.load", "bench.h2",
                "bench.cluster", "bench.autobahn", "bench.download", "bench.ws")
 

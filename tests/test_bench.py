@@ -28,12 +28,10 @@ from bench.layers import (
     RowResult,
     Settings,
     below_of,
-    how_it_ran,
     plan_rows,
     rows_json,
-    table_cells,
-    write_outputs,
 )
+from bench.layers_report import HEADERS, how_it_ran, table_cells, write_outputs
 from bench.loadgen import RunSummary
 from bench.machine import usable_cpus
 from bench.process import ServerProcess, free_port
@@ -253,7 +251,7 @@ def test_table_cells_mark_spread_and_failures() -> None:
     assert cells[4][2] == "12,000 *"
     assert cells[2][11] == "25.6 % (24–26)"
     assert cells[2][10] == "+37.2 (+35.4…+40.1)"
-    assert all(len(c) == len(layers.HEADERS) for c in cells)
+    assert all(len(c) == len(HEADERS) for c in cells)
 
 
 def results_data(rows: list[dict[str, Any]]) -> dict[str, Any]:
