@@ -113,7 +113,9 @@ def request_scope(connection: H11ServerProtocol, event: h11.Request) -> Scope | 
     ``request_status``'s, 400 for a request-target of no known form (RFC 9112 §3.2), 501 for
     CONNECT (deliberately left out), 503 past ``limit_concurrency`` (logged like a response)."""
     state = connection.state
-    headers = [(name.lower(), value) for name, value in event.headers.raw_items()]
+    # h11 keeps each field as (name as sent, name lowercased, value): its lowercased names, not
+    # raw_items() lowered again: 2.3k of toy-h11's 505k instructions a request (callgrind).
+    headers = [(name, value) for _, name, value in event.headers._full_items]
     fields = dict(headers)
     if status := request_status(event, headers, state.config, fields):
         return status
