@@ -120,6 +120,7 @@ lesson-results: $(STAMP) tools
 	$(VENV)/bin/bench cluster --duration 5 --runs 3 --warmup 1 --output lessons/results/cluster
 	$(VENV)/bin/bench conformance --output lessons/results/conformance
 	@$(TOOLS) autobahn
+	$(VENV)/bin/bench autobahn --servers toy-raw,toy-h11,toy-httptools,toy-anyio,toy-anyio-trio --output lessons/results/autobahn-toys
 	$(VENV)/bin/bench autobahn --servers uvicorn,uvicorn-wsproto,hypercorn,daphne,granian --output lessons/results/autobahn
 	$(VENV)/bin/bench ws --duration 5 --runs 3 --warmup 1 --output lessons/results/ws
 
