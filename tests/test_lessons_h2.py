@@ -32,6 +32,7 @@ from typing import Any
 import h2.config
 import h2.connection
 import h2.events
+import h2.exceptions
 import h2.settings
 import httpx
 import pytest
@@ -196,13 +197,28 @@ def test_step2_closes_a_connection_that_opens_no_stream() -> None:
     assert closed and ended == [ErrorCodes.NO_ERROR]
 
 
+async def read_until_ping_ack_or_close(reader: asyncio.StreamReader,
+                                       client: h2.connection.H2Connection) -> None:
+    """Read what the server sends until it acknowledges the client's PING (it has then
+    handled every frame sent before it, RFC 9113 §6.7) or closes, within TIMEOUT seconds."""
+    async with asyncio.timeout(TIMEOUT):
+        with contextlib.suppress(ConnectionError):
+            while chunk := await reader.read(65536):
+                try:
+                    events = client.receive_data(chunk)
+                except h2.exceptions.ProtocolError:
+                    continue  # frames on streams the client reset: only the ACK matters
+                if any(isinstance(event, h2.events.PingAckReceived) for event in events):
+                    return
+
+
 def test_step2_ends_a_rapid_reset_flood() -> None:
     """Rapid reset (CVE-2023-44487): 1,000 streams, each reset as soon as it is opened. Step 1
     never sees the resets, and 1,000 apps wait for a body for ever; step 2 stops each one, and
     ends the connection once the client is past MAX_RESETS in RESET_INTERVAL."""
     async def rapid_reset(port: int, protocols: list[Any]) -> tuple[int, int, int]:
         """Apps still waiting, streams the server knows of, resets it counted."""
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
         client = h2_client()
         for _ in range(1000):
             stream_id = client.get_next_available_stream_id()
@@ -210,9 +226,11 @@ def test_step2_ends_a_rapid_reset_flood() -> None:
                                             (":scheme", "http"), (":authority", "x")])
             client.reset_stream(stream_id)
             writer.write(client.data_to_send())
+        client.ping(b"flooded!")  # its ACK says the server has read every frame before it
+        writer.write(client.data_to_send())
         with contextlib.suppress(ConnectionError):
             await writer.drain()
-        await asyncio.sleep(0.5)  # the server reads it all
+        await read_until_ping_ack_or_close(reader, client)
         writer.close()
         (protocol,) = protocols
         tasks = protocol.tasks.values() if isinstance(protocol.tasks, dict) else protocol.tasks

@@ -67,7 +67,8 @@ def stall(address: tuple[str, int], data: bytes, wait: float) -> Outcome:
 
 def trickle(address: tuple[str, int], data: bytes, interval: float, wait: float) -> Outcome:
     """Send ``data`` a byte every ``interval`` seconds until the server answers or closes, or
-    ``wait`` seconds pass (``data`` must be long enough to last)."""
+    ``wait`` seconds pass (``data`` must be long enough to last); after an answer, read on
+    until the server closes or ``wait`` runs out, since the close comes after the answer."""
     deadline = time.monotonic() + wait
     with socket.create_connection(address, timeout=wait) as sock:
         received = b""
@@ -78,7 +79,10 @@ def trickle(address: tuple[str, int], data: bytes, interval: float, wait: float)
                 return Outcome(received + read_for(sock, 0.5).data, True)
             step = read_for(sock, min(interval, deadline - time.monotonic()))
             received += step.data
-            if step.data or step.closed or time.monotonic() >= deadline:
+            if step.data and not step.closed:  # an answer: the close, if any, follows it
+                rest = read_for(sock, max(0.0, deadline - time.monotonic()))
+                return Outcome(received + rest.data, rest.closed)
+            if step.closed or time.monotonic() >= deadline:
                 return Outcome(received, step.closed)
         return Outcome(received, False)
 
