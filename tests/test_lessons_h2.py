@@ -242,6 +242,15 @@ def test_step2_ends_a_rapid_reset_flood() -> None:
     assert serve_step("step2_bounded.py", rapid_reset).result == (0, 0, limit + 1)
 
 
+async def flood_held(protocols: list[Any]) -> None:
+    """Wait, polling within TIMEOUT seconds, until the server has either piled over 1 MiB of
+    answers (step 1) or stopped reading (step 2): after either, its buffer's peak is known."""
+    async with asyncio.timeout(TIMEOUT):
+        while not any(protocol.transport.get_write_buffer_size() > 1 << 20
+                      or not protocol.transport.is_reading() for protocol in protocols):
+            await asyncio.sleep(0.01)  # polling interval
+
+
 def test_step2_stops_reading_while_its_answers_are_not_read() -> None:
     """A PING flood from a client that reads nothing (CVE-2019-9512): step 1 reads on, and h2's
     PING ACKs pile up in its write buffer; step 2 stops reading past the high-water mark, so
@@ -264,7 +273,7 @@ def test_step2_stops_reading_while_its_answers_are_not_read() -> None:
                     sent += sock.send(flood[sent:sent + 65536])
                 except BlockingIOError:
                     await asyncio.sleep(0.01)
-            await asyncio.sleep(1.0)  # the server reads what it will
+            await flood_held(protocols)
         return sent
 
     unbounded = serve_step("step1_server.py", ping_flood).peak_buffer
