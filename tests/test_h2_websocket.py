@@ -332,6 +332,16 @@ def test_graceful_shutdown_closes_1001_then_goaway(loop: FakeClockLoop) -> None:
     assert h.transport.closed  # no stream left: the connection closes
 
 
+def test_a_reload_closes_1012(loop: FakeClockLoop) -> None:
+    """In a worker retired by a reload (``ws_shutdown_code`` 1012, "Service Restart")."""
+    h = H2Harness(loop, app, ws_shutdown_code=1012)
+    sid = open_ws(h)
+    h.call(h.protocol.shutdown)
+    h.pump()
+    assert server_frames(h, sid) == bytes([0x80 | CLOSE, 22]) + close_payload(
+        1012, "server shutting down")
+
+
 def test_a_close_that_gets_no_answer_is_reset(loop: FakeClockLoop) -> None:
     h = H2Harness(loop, app)
     sid = open_ws(h, b"/close")
