@@ -87,7 +87,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -102,6 +102,8 @@ from bench.instructions_report import (
     HEADERS,
     RIGHT,
     TITLE,
+    Count,
+    Windows,
     how_it_ran,
     rows_json,
     table_cells,
@@ -320,41 +322,6 @@ class Client:
 
 
 # --- counting one row --------------------------------------------------------------------------
-
-
-@dataclass
-class Count:
-    """One row's outcome: ``status`` ``"ok"`` with ``instructions`` (what ``requests``
-    requests cost: :attr:`Windows.requests_only`) and the :class:`Windows` it came from, or
-    ``"failed"`` with ``error`` and the server's ``log_tail``. ``command`` is the exact argv
-    (valgrind's and the server's); ``dump`` the busy window's file name."""
-
-    plan: RowPlan
-    command: list[str] = field(default_factory=list)
-    status: str = "ok"
-    requests: int = 0
-    instructions: int | None = None
-    windows: Windows | None = None
-    dump: str | None = None
-    error: str | None = None
-    log_tail: str | None = None
-
-
-@dataclass(frozen=True)
-class Windows:
-    """The two windows :func:`count_server` counts: ``busy`` instructions while ``requests``
-    requests were served in ``seconds`` seconds, then ``idle`` instructions in as many seconds
-    with no connection open; ``command`` the exact argv."""
-
-    busy: int
-    idle: int
-    seconds: float
-    command: list[str]
-
-    @property
-    def requests_only(self) -> int:
-        """The busy window less the idle one: what the server did by the clock cancels."""
-        return self.busy - self.idle
 
 
 def count_server(callgrind: Callgrind, argv: list[str], port: int, *, host: str,

@@ -1,5 +1,6 @@
-"""How ``bench layers --count instructions`` reports: each row's figures, the table, the
-"How it ran" lines, and the files it writes.
+"""How ``bench layers --count instructions`` reports: what a row's count is (:class:`Count`,
+:class:`Windows`: :mod:`bench.instructions` makes them, this module reads them), each row's
+figures, the table, the "How it ran" lines, and the files it writes.
 
 The arithmetic (:func:`per_request`, :func:`added`, :func:`ratio`) is on instructions per
 request; a row is compared with the row :func:`bench.layers.below_of` names, as in the
@@ -9,19 +10,53 @@ committed results file can be laid out again without counting.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench import report
 from bench.layers import below_of
 from bench.report import cell, provenance
-
-if TYPE_CHECKING:
-    from bench.instructions import Count
+from bench.rows import RowPlan
 
 HEADERS = ["Layer", "Server", "instructions/req", "added", "× below"]
 RIGHT = [False, False, True, True, True]
 TITLE = "bench layers --count instructions: the cost of each layer"
+
+
+@dataclass
+class Count:
+    """One row's outcome: ``status`` ``"ok"`` with ``instructions`` (what ``requests``
+    requests cost: :attr:`Windows.requests_only`) and the :class:`Windows` it came from, or
+    ``"failed"`` with ``error`` and the server's ``log_tail``. ``command`` is the exact argv
+    (valgrind's and the server's); ``dump`` the busy window's file name."""
+
+    plan: RowPlan
+    command: list[str] = field(default_factory=list)
+    status: str = "ok"
+    requests: int = 0
+    instructions: int | None = None
+    windows: Windows | None = None
+    dump: str | None = None
+    error: str | None = None
+    log_tail: str | None = None
+
+
+@dataclass(frozen=True)
+class Windows:
+    """The two windows :func:`bench.instructions.count_server` counts: ``busy`` instructions
+    while ``requests`` requests were served in ``seconds`` seconds, then ``idle`` instructions
+    in as many seconds with no connection open; ``command`` the exact argv."""
+
+    busy: int
+    idle: int
+    seconds: float
+    command: list[str]
+
+    @property
+    def requests_only(self) -> int:
+        """The busy window less the idle one: what the server did by the clock cancels."""
+        return self.busy - self.idle
 
 
 def per_request(instructions: int | None, requests: int) -> float | None:

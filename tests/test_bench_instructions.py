@@ -23,8 +23,6 @@ from bench import instructions
 from bench.harness import UsageProblem
 from bench.instructions import (
     MISSING,
-    Count,
-    Windows,
     check_request,
     dump_total,
     find_callgrind,
@@ -34,6 +32,8 @@ from bench.instructions import (
     wait_idle,
 )
 from bench.instructions_report import (
+    Count,
+    Windows,
     added,
     how_it_ran,
     per_request,
@@ -256,10 +256,10 @@ def test_cli_counts_every_row_and_writes_the_files(monkeypatch: pytest.MonkeyPat
     asked: list[tuple[str, int]] = []
 
     def fake_count(callgrind: Any, argv: list[str], port: int, *, requests: int, dump: Path,
-                   **_: Any) -> instructions.Windows:
+                   **_: Any) -> Windows:
         asked.append((dump.name, requests))
         busy = (100_000 if "bare" in dump.name else 50_000) * requests
-        return instructions.Windows(busy + 700, 700, 1.5, ["valgrind", *argv])
+        return Windows(busy + 700, 700, 1.5, ["valgrind", *argv])
 
     monkeypatch.setattr(instructions, "find_callgrind",
                         lambda: instructions.Callgrind("/bin/true", "/bin/true"))

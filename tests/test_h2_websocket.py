@@ -57,7 +57,8 @@ WAIT = 5.0  # seconds a test waits for the server thread's app
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """``/scope``: the scope as JSON; ``/reject``: close before accept (a 403); ``/deny``: a
     denial response (401); ``/close``: close 4001 "bye" at once; ``/hold``: accept and read
-    nothing until ``HOLDS[-1]`` is set (backpressure); else an echo. Every WebSocket's last
+    nothing until ``HOLDS[-1]`` is set (backpressure); ``/wait``: answer the handshake only
+    once ``HOLDS[-1]`` is set; else an echo. Every WebSocket's last
     ``websocket.disconnect`` goes to ``DISCONNECTS``. HTTP: ``200 plain``."""
     if scope["type"] == "http":
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -74,6 +75,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "websocket.http.response.body", "body": b"no", "more_body": True})
         await send({"type": "websocket.http.response.body", "body": b" entry"})
         return
+    if path == "/wait":
+        await HOLDS[-1].wait()
     offered = scope["subprotocols"]
     await send({"type": "websocket.accept", "subprotocol": offered[-1] if offered else None})
     if path == "/scope":
@@ -330,6 +333,32 @@ def test_graceful_shutdown_closes_1001_then_goaway(loop: FakeClockLoop) -> None:
     h.client.send_data(sid, frame(CLOSE, close_payload(1001)), end_stream=True)
     h.pump()
     assert h.transport.closed  # no stream left: the connection closes
+
+
+def test_a_reload_closes_1012(loop: FakeClockLoop) -> None:
+    """In a worker retired by a reload (``ws_shutdown_code`` 1012, "Service Restart")."""
+    h = H2Harness(loop, app, ws_shutdown_code=1012)
+    sid = open_ws(h)
+    h.call(h.protocol.shutdown)
+    h.pump()
+    assert server_frames(h, sid) == bytes([0x80 | CLOSE, 22]) + close_payload(
+        1012, "server shutting down")
+
+
+def test_graceful_shutdown_refuses_an_unanswered_handshake_503(loop: FakeClockLoop) -> None:
+    """A CONNECT the app has not answered yet gets a 503 response on its stream (RFC 9110
+    §15.6.4), and the app's later accept finds the client gone."""
+    HOLDS.append(asyncio.Event())
+    h = H2Harness(loop, app)
+    sid = send_connect(h, b"/wait")
+    assert h.response(sid)[0] == 0  # no answer yet
+    h.call(h.protocol.shutdown)
+    h.pump()
+    status, _, body = h.response(sid)
+    assert (status, body) == (503, b"Service Unavailable")
+    assert h.of(h2.events.StreamEnded, sid)
+    HOLDS[-1].set()
+    h.pump()
 
 
 def test_a_close_that_gets_no_answer_is_reset(loop: FakeClockLoop) -> None:

@@ -4,8 +4,8 @@
   ``Protocol interface``, ``ASGI interface`` or ``WSGI interface``, ``Serving``), so two can
   be read side by side (``../shared/CONVENTIONS.md``, "What we do" 3).
 - A module is read in one sitting: none over 450 lines, no class over 200.
-- Dependencies point one way: the modules of ``toyservers`` import each other without a
-  cycle, so they can be read bottom up.
+- Dependencies point one way: the modules of ``toyservers`` (and of ``bench``) import each
+  other without a cycle, so they can be read bottom up.
 - The sans-IO modules import nothing that does I/O, and toy-wsgi (threads and blocking
   sockets) loads no asyncio or anyio at all.
 """
@@ -22,6 +22,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "toyservers"
 MODULES = {path.stem: path for path in sorted(PACKAGE.glob("*.py"))}
+BENCH = {path.stem: path for path in sorted(PACKAGE.with_name("bench").glob("*.py"))}
 SERVERS = {
     "raw_asyncio": "ASGI", "h11_server": "ASGI", "httptools_server": "ASGI", "h2_server": "ASGI",
     "anyio_server": "ASGI", "wsgi_server": "WSGI",
@@ -38,21 +39,23 @@ def banners(name: str) -> list[str]:
     return [m[1] for line in MODULES[name].read_text().splitlines() if (m := BANNER.match(line))]
 
 
-def imports(name: str) -> set[str]:
+def imports(name: str, package: str = "toyservers") -> set[str]:
     """Every module ``name`` imports, anywhere in the file (``TYPE_CHECKING`` blocks too)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+    modules = MODULES if package == "toyservers" else BENCH
+    for node in ast.walk(ast.parse(modules[name].read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
-            if node.module == "toyservers":
-                found.update(f"toyservers.{alias.name}" for alias in node.names)
+            if node.module == package:
+                found.update(f"{package}.{alias.name}" for alias in node.names)
     return found
 
 
-def internal(name: str) -> set[str]:
-    return {m.split(".")[1] for m in imports(name) if m.startswith("toyservers.")} - {name}
+def internal(name: str, package: str = "toyservers") -> set[str]:
+    return {m.split(".")[1] for m in imports(name, package)
+            if m.startswith(f"{package}.")} - {name}
 
 
 @pytest.mark.parametrize("name", sorted(SERVERS))
@@ -71,8 +74,10 @@ def test_every_module_and_class_reads_in_one_sitting(name: str) -> None:
             assert size <= 200, f"{name}.{node.name}: {size} lines"
 
 
-def test_the_modules_import_each_other_without_a_cycle() -> None:
-    graph = {name: internal(name) for name in MODULES}
+@pytest.mark.parametrize("package", ["toyservers", "bench"])
+def test_the_modules_import_each_other_without_a_cycle(package: str) -> None:
+    modules = MODULES if package == "toyservers" else BENCH
+    graph = {name: internal(name, package) for name in modules}
     state: dict[str, str] = {}
 
     def visit(name: str, path: list[str]) -> None:

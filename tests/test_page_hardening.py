@@ -53,6 +53,19 @@ def test_every_setting_in_the_table_is_read_by_a_server() -> None:
     assert {"MAX_RESETS", "HIGH_WATER_LIMIT", "SEND_TIMEOUT"} <= constants
 
 
+def test_a_constant_gets_its_own_comment_not_the_next_ones() -> None:
+    """A comment beside a constant goes on in the comment lines under it only when a blank
+    line ends them; a block just above the next statement is that statement's."""
+    module = load(CODE / "limits_table.py")
+    lines = ["A = 1  # beside A", "# above B", "B = 2", "C = 3  # beside C:", "# goes on", "",
+             "# --- Serving ---", "D = 4  # beside D", "# --- Serving ---"]
+    assert [module.comment_for(lines, n) for n in (1, 3, 4, 8)] == [
+        "beside A", "above B", "beside C: goes on", "beside D"]
+    rows = {name: comment for name, _, comment in module.constants()}
+    assert rows["websocket.MAX_CONTROL_PAYLOAD"].endswith("(§5.5)")
+    assert rows["websocket.MAX_SIZE"].startswith("largest message, bytes")
+
+
 def test_header_map_command_runs_as_printed() -> None:
     text = section(PAGE, "WSGI's header map: `_` poses as `-`")
     (command,) = blocks(text, "sh")

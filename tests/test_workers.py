@@ -350,3 +350,42 @@ def test_an_app_that_cannot_be_imported_stops_the_master() -> None:
     assert done.returncode == 3, done.stderr
     assert 'could not import module "no_such_module"' in done.stderr
     assert "Worker failed to boot." in done.stderr and "Traceback" not in done.stderr
+
+
+# A master that forks one worker and sends it TERM at once, in the window before the worker
+# has replaced the master's signal handlers: the child holds its first step (worker_main)
+# until the master's TERM is sent, so the race always goes the same way, with no sleep.
+TERM_AT_FORK = """
+import os, signal, sys
+from toyservers import workers
+from toyservers.config import Config
+
+go_r, go_w = os.pipe()
+
+class Racing(workers.Arbiter):
+    def worker_main(self, *args):
+        os.read(go_r, 1)  # returns once the master's TERM is pending here (or was handled)
+        return super().worker_main(*args)
+
+workers.run_worker = lambda *args, **kwargs: 7  # the worker booted: the TERM was lost
+arbiter = Racing(workers, "asgi", lambda: None, Config(workers=1), workers.Settings())
+arbiter.sock = None
+arbiter.wake_r, arbiter.wake_w = os.pipe()
+for sig in workers.MASTER_SIGNALS:
+    signal.signal(sig, arbiter.on_signal)
+arbiter.spawn()
+(pid,) = arbiter.workers
+os.kill(pid, signal.SIGTERM)
+os.write(go_w, b".")
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_a_term_sent_as_the_worker_is_forked_stops_it() -> None:
+    """The forked child takes no signal until its own handlers are set (the master blocks
+    them around ``fork``): a TERM sent at once stops the worker (SIG_DFL while it boots), where
+    the master's handler, still the child's, used to queue it in the child and lose it."""
+    done = subprocess.run([sys.executable, "-c", TERM_AT_FORK], capture_output=True,
+                          text=True, timeout=20)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(-signal.SIGTERM)], done.stderr

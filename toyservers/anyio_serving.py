@@ -35,8 +35,8 @@ from anyio.streams.tls import TLSAttribute, TLSListener
 from toyservers import access_log, proxy_protocol, tls
 from toyservers.asgi import scope_template
 from toyservers.config import Config
+from toyservers.http1_cycle import GracefulShutdown, error_answer
 from toyservers.http1_cycle import RequestResponseCycle as HTTP1Cycle
-from toyservers.http1_cycle import error_answer
 from toyservers.listeners import address, bound_address, describe, listening_socket
 from toyservers.protocol import LINGER
 from toyservers.proxy import Trusted
@@ -124,7 +124,7 @@ class Outbox:
         return data
 
 
-class StreamProtocol:
+class StreamProtocol(GracefulShutdown):
     """The base of an HTTP/1.1 connection on an anyio byte stream: anyio's ``HTTPProtocol``.
 
     What a connection is besides parsing: the addresses, scheme and ``tls`` extension, the
@@ -132,7 +132,8 @@ class StreamProtocol:
     scope that expires at the ``"idle"``, ``"head"`` or ``"body"`` deadline, then answer
     the error that ended it), the one close path (the error answer of
     ``http1_cycle.error_answer``, then a lingering close: RFC 9112 §9.6), writes that take
-    turns, and a reading pause. A subclass implements ``read_requests`` and ``shutdown``.
+    turns, and a reading pause; ``shutdown()`` is asyncio's (``http1_cycle.GracefulShutdown``).
+    A subclass implements ``read_requests``.
     """
 
     __slots__ = ("state", "config", "app", "stream", "cycle", "access_log", "client", "server",
@@ -263,23 +264,6 @@ class StreamProtocol:
         self.error = self.error or status
         self.kind, self.closed = None, True
         self.reading.cancel()
-
-    def shutdown(self) -> None:
-        """Close now if no response is in flight (``close_idle``), else after it
-        (``Connection: close``)."""
-        cycle = self.cycle
-        if cycle is None or cycle.response_complete:
-            self.close_idle()
-        else:
-            cycle.framer.keep_alive = False
-
-    def close_idle(self) -> None:
-        """Close now, or under ``idle_close_on_response`` after the next response or at the
-        idle deadline: ``http1_cycle.HTTP1Protocol.close_idle`` says why."""
-        if self.config.idle_close_on_response:
-            self.closing = True
-        else:
-            self.close()
 
     def stop_reading(self) -> None:
         """Reading is over (a subclass whose app task waits for a next request ends it)."""

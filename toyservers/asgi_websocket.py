@@ -17,7 +17,8 @@ What is the same in every server is written here once, beside ``asgi.py``'s HTTP
 - ``WebSocketCycle``: one connection's ASGI side, as ``RequestResponseCycle`` is one
   request's: the events the app receives (``websocket.connect``, ``.receive``,
   ``.disconnect``, at most ``ws_max_queue`` waiting), ``send()`` (``websocket.accept``,
-  ``.send``, ``.close``, ``websocket.http.response.start``/``.body``) and ``run_asgi``.
+  ``.send``, ``.close``, ``websocket.http.response.start``/``.body``), ``run_asgi``, and the
+  graceful ``shutdown`` (close 1001, or 1012 for a reload; 503 to a handshake not answered).
 
 The spec's rules for an app's mistakes, kept by ``send`` and ``run_asgi``: ``websocket.close``
 before ``websocket.accept`` is a 403 and no handshake; an app that returns or raises before
@@ -200,11 +201,9 @@ class WebSocketCycle:
 
     The connection hands in what the client does: ``put(data)`` a message, ``disconnect(code,
     reason)`` its close frame or its loss; it stops reading while ``max_queue`` messages wait
-    in ``queue``, setting ``reading_paused`` (not once closing: ``put`` then keeps none).
-    ``close(code, reason)`` sends our close frame: the app's ``websocket.close``, the end of
-    the app, or a shutdown. ``refuse(status)`` answers the handshake with an HTTP error
-    instead of a 101.
-    """
+    in ``queue``, setting ``reading_paused`` (not once closing: ``put`` then keeps none). A
+    graceful stop is ``shutdown(code)``. ``close(code, reason)`` sends our close frame (the
+    app's, the app's end, a shutdown); ``refuse(status)``, an HTTP error instead of a 101."""
 
     __slots__ = ("protocol", "scope", "engine", "max_queue", "state", "queue", "waiter",
                  "disconnected", "last", "reading_paused", "framer", "task", "loop")
@@ -241,6 +240,15 @@ class WebSocketCycle:
                 self.queue.append({"type": "websocket.disconnect", "code": code,
                                    "reason": reason})
             self.wake()
+
+    def shutdown(self, code: int) -> None:
+        """Graceful shutdown: an open WebSocket closes with ``code`` (``ws_shutdown_code``: 1001;
+        1012 in a worker retired by a reload), waiting for the client's close frame; a handshake
+        not answered yet gets 503 (RFC 9110 §15.6.4). A denial response under way finishes."""
+        if self.state is CONNECTED:
+            self.close(code, "server shutting down")
+        elif self.state is CONNECTING:
+            self.refuse(503)
 
     def wait(self) -> Awaitable[None]:
         """What receive() awaits until ``wake()``: a Future (a coroutine would be one more object

@@ -249,9 +249,9 @@ class H2Protocol(HTTPProtocol):
         close. Not again, nor once closed (its FIN out, lingering: no write may follow)."""
         if self.closing or self.closed or self.transport.is_closing():
             return
-        self.closing = True
         for stream in list(self.streams.values()):
-            stream.shutdown()
+            stream.shutdown()  # a WebSocket handshake's 503 ends its stream here
+        self.closing = True  # only now: the last stream ending above must not close before GOAWAY
         self.flush()
         self.transport.write(http2.goaway(self.conn.highest_inbound_stream_id))
         self.on_response_complete()

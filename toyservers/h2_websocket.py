@@ -24,7 +24,7 @@ as on HTTP/1.1. What this module adds is the stream under them:
   close frame carries END_STREAM; the stream is done once the client's close frame (or its
   END_STREAM) came, or after ``CLOSE_TIMEOUT`` seconds (then RST_STREAM CANCEL). A client's
   RST_STREAM is a lost connection: the app sees 1006. Graceful shutdown closes with 1001
-  before the connection's GOAWAY;
+  (1012 in a worker retired by a reload) before the connection's GOAWAY;
 - keepalive as over HTTP/1.1 (``--ws-ping-interval``, ``--ws-ping-timeout``, 20 s each;
   None or 0: off): from the 200 on, a WebSocket ping on the stream every interval; no pong
   within the timeout closes that WebSocket with 1011 (the app's receive() says so), our close
@@ -164,7 +164,7 @@ class StreamEngine(websocket.Connection):
 class StreamCycle(WebSocketCycle):
     """The shared ASGI side, its HTTP answers framed as HTTP/2 responses on the stream: a
     refusal (``refuse``) and the denial response (``websocket.http.response.start`` and
-    ``.body``, by ``http2.Response``) instead of HTTP/1.1 bytes; and a graceful ``shutdown``."""
+    ``.body``, by ``http2.Response``) instead of HTTP/1.1 bytes."""
 
     __slots__ = ("response",)
     protocol: WebSocketStream
@@ -199,14 +199,6 @@ class StreamCycle(WebSocketCycle):
                 self.end_http()
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} in state {self.state!r}")
-
-    def shutdown(self) -> None:
-        """Graceful shutdown: close an open WebSocket with ``config.ws_shutdown_code`` (1001);
-        refuse a handshake the app has not answered yet with 503 (RFC 9110 §15.6.4)."""
-        if self.state is CONNECTED:
-            self.close(self.protocol.owner.config.ws_shutdown_code, "server shutting down")
-        elif self.state is CONNECTING:
-            self.refuse(503)
 
     def refuse(self, status: int) -> None:
         """Answer the handshake with ``status`` (403, 500, 503) instead of a 200; once a denial
@@ -394,8 +386,10 @@ class WebSocketStream:
     # --- the connection's calls ---
 
     def shutdown(self) -> None:
-        """Graceful shutdown: 1001 for an open WebSocket, 503 for a handshake (StreamCycle)."""
-        self.cycle.shutdown()
+        """Graceful shutdown: 1001 (1012 for a reload) for an open WebSocket, 503 for a
+        handshake the app has not answered (``WebSocketCycle.shutdown``; the 503 by
+        ``StreamCycle.refuse``, an HTTP/2 response)."""
+        self.cycle.shutdown(self.owner.config.ws_shutdown_code)
 
     def reset(self, code: ErrorCodes) -> None:
         """End the stream with RST_STREAM ``code`` (RFC 8441 §5: a TCP reset)."""

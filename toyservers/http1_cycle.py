@@ -18,9 +18,10 @@ error, is written here once:
   asyncio's loop alike, else (under TLS, and before trailers) by the read loop.
 - ``HTTP1Protocol``: the base of the three servers' protocol classes, with the one error
   answer, ``send_error(status)`` (HEAD-aware, then one lingering close: RFC 9112 §9.6), the
-  deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9), ``shutdown()`` and
-  ``close_idle()`` (a connection with no response in flight: closed now, or under
-  ``idle_close_on_response`` after its next response or at its idle deadline). A
+  deadlines' answers (408 for a slow head or body: RFC 9110 §15.5.9), and ``shutdown()``
+  (``GracefulShutdown``, toy-anyio's too: ``close_idle()`` a connection with no response in
+  flight, closed now or, under ``idle_close_on_response``, after its next response or at
+  its idle deadline). A
   server implements ``on_response_complete()`` (the response is out: close, or read the next
   request), ``resume_reading()`` (the app wants more body), ``unread_body()`` (the declared
   request body still to come) and, where it keeps parser state, ``stop_reading()``.
@@ -42,6 +43,7 @@ from typing import Protocol
 from toyservers import access_log, asgi, asgi_extensions, file_response, http1
 from toyservers._types import Headers, Message, Scope
 from toyservers.asgi import ClientDisconnected, log_access
+from toyservers.config import Config
 from toyservers.http1 import HIGH_WATER_LIMIT
 from toyservers.protocol import HTTPProtocol
 from toyservers.state import ServerState
@@ -108,10 +110,56 @@ def error_answer(connection: ErrorAnswerer, cycle: RequestResponseCycle | None,
     return http1.error_response(status, connection.state.default_headers_bytes, head=head)
 
 
+class Stoppable(Protocol):
+    """What ``GracefulShutdown`` needs of the connection it is mixed into."""
+
+    cycle: RequestResponseCycle | None  # the request whose response goes out, or None
+    config: Config
+    closing: bool  # the next response is the last: it says Connection: close
+
+    def close(self) -> None: ...
+    def close_idle(self) -> None: ...
+
+
 # --- Protocol interface ---------------------------------------------------------------------------
 
 
-class HTTP1Protocol(HTTPProtocol):
+class GracefulShutdown:
+    """``protocol.shutdown()`` of an HTTP/1.1 connection, the same on asyncio
+    (``HTTP1Protocol``) and on anyio (``anyio_serving.StreamProtocol``): this mixin decides
+    when to close, each base closes by its own means (``close()``: no answer, just close)."""
+
+    __slots__ = ()
+
+    def shutdown(self: Stoppable) -> None:
+        """Close now if no response is in flight (``close_idle``), else after it: a head not
+        sent yet says ``Connection: close`` (RFC 9112 §9.6)."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            self.close_idle()
+        else:
+            cycle.framer.keep_alive = False
+
+    # --8<-- [start:close_idle]
+    def close_idle(self: Stoppable) -> None:
+        """Graceful shutdown of a connection with no response in flight: close it now, as
+        uvicorn does; or, under ``idle_close_on_response``, leave it open until its next
+        response, which says ``Connection: close`` (``closing``), or until its idle deadline.
+
+        Closing at once races a client that reuses the connection at that moment: a request
+        sent as the server closes meets a closed connection, and a proxy (nginx) does not
+        retry a POST that was sent (RFC 9110 §9.2.2: only idempotent requests may be
+        retried). A proxy whose own idle timeout is the shorter one (nginx's upstream
+        ``keepalive_timeout``) closes the connection first; the server never does under it.
+        """
+        if self.config.idle_close_on_response:
+            self.closing = True
+        else:
+            self.close()
+    # --8<-- [end:close_idle]
+
+
+class HTTP1Protocol(GracefulShutdown, HTTPProtocol):
     """The base of an HTTP/1.1 protocol class: ``cycle`` (the request whose response goes
     out, or None) and the one close path. See the module docstring for what a subclass adds."""
 
@@ -159,32 +207,9 @@ class HTTP1Protocol(HTTPProtocol):
         else:
             self.send_error(408)
 
-    def shutdown(self) -> None:
-        """Close now if no response is in flight (``close_idle``), else after it: a head not
-        sent yet says ``Connection: close`` (RFC 9112 §9.6)."""
-        cycle = self.cycle
-        if cycle is None or cycle.response_complete:
-            self.close_idle()
-        else:
-            cycle.framer.keep_alive = False
-
-    # --8<-- [start:close_idle]
-    def close_idle(self) -> None:
-        """Graceful shutdown of a connection with no response in flight: close it now, as
-        uvicorn does; or, under ``idle_close_on_response``, leave it open until its next
-        response, which says ``Connection: close`` (``closing``), or until its idle deadline.
-
-        Closing at once races a client that reuses the connection at that moment: a request
-        sent as the server closes meets a closed connection, and a proxy (nginx) does not
-        retry a POST that was sent (RFC 9110 §9.2.2: only idempotent requests may be
-        retried). A proxy whose own idle timeout is the shorter one (nginx's upstream
-        ``keepalive_timeout``) closes the connection first; the server never does under it.
-        """
-        if self.config.idle_close_on_response:
-            self.closing = True
-        else:
-            self.transport.close()
-    # --8<-- [end:close_idle]
+    def close(self) -> None:
+        """Close now, no answer (``close_idle``)."""
+        self.transport.close()
 
     def on_response_complete(self) -> None:
         """The last body byte of ``cycle``'s response is written: close, or go on to the next

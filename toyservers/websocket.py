@@ -65,11 +65,11 @@ from toyservers.websocket_handshake import Handshake, accept_response
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA  # §5.2
 OPCODES = frozenset({CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG})  # the others: reserved
 FIN, RSV1, RSV2_RSV3, MASK = 0x80, 0x40, 0x30, 0x80
-MAX_CONTROL_PAYLOAD = 125  # §5.5
+MAX_CONTROL_PAYLOAD = 125  # bytes a control frame (close, ping, pong) may carry (§5.5)
 # Close codes (§7.4.1; 1012 and 1013 from the IANA registry)
 NORMAL, GOING_AWAY, PROTOCOL_ERROR, NO_STATUS, ABNORMAL = 1000, 1001, 1002, 1005, 1006
 INVALID_DATA, POLICY, TOO_BIG, INTERNAL_ERROR, RESTART = 1007, 1008, 1009, 1011, 1012
-MAX_SIZE = 16 * 1024 * 1024  # uvicorn's --ws-max-size: 16 MiB
+MAX_SIZE = 16 * 1024 * 1024  # largest message, bytes (uvicorn's --ws-max-size: 16 MiB)
 # Empty fragments a message may have: each carries nothing and costs a parse (about 3 us: a
 # 256 KiB read of them held the loop 127 ms), so past this many they are a flood (1008).
 MAX_EMPTY_FRAGMENTS = 1000

@@ -356,14 +356,9 @@ class AnyioWSProtocol:
                     return
 
     def shutdown(self) -> None:
-        """Graceful shutdown: close an open WebSocket with ``config.ws_shutdown_code`` (1001,
-        or 1012 for a reload) and wait for the client's close frame; refuse a handshake the
-        app has not answered yet with 503 (RFC 9110 §15.6.4)."""
-        cycle = self.cycle
-        if cycle.state is CONNECTED:
-            cycle.close(self.config.ws_shutdown_code, "server shutting down")
-        elif cycle.state is CONNECTING:
-            cycle.refuse(503)
+        """Graceful shutdown: 1001 (1012 for a reload) for an open WebSocket, 503 for a
+        handshake the app has not answered (``WebSocketCycle.shutdown``)."""
+        self.cycle.shutdown(self.config.ws_shutdown_code)
 
 
 # --- ASGI interface -------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ graceful, INT/QUIT quick, HUP reload (new workers first; the old stop gracefully
 listen, told by USR1: a TERM whose WebSockets close with 1012, service restart), TTIN/TTOU one
 worker more/less (TTIN refused, with a log line, past ``max_workers``: gunicorn has no such
 cap). A signal handler only queues the signal and writes a byte to a pipe the loop's
-``select()`` watches; the loop does the work.
+``select()`` watches; the loop does the work. A worker is forked with every signal blocked
+and unblocks them once its own handlers are set: a TERM the master sends at once waits for
+them, where it would run the master's handler in the child and be lost there.
 
 Without ``preload`` the master never imports the app and every worker imports it, so a reload
 runs new code; with ``preload`` the master imports it once and a reload forks the same app
@@ -45,7 +47,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -90,6 +92,21 @@ class Worker:
 
 
 # --- master ---------------------------------------------------------------------------------------
+
+
+def fork_blocked() -> tuple[int, set[int | signal.Signals]]:
+    """``os.fork()`` with every signal blocked; the pid (0 in the child) and the signal mask
+    before, which the master gets back at once and the child once its own handlers are set
+    (``Arbiter.worker_main``). Until then the child has the master's handlers: a TERM the
+    master sends at once would be queued in the child's copy of ``signals`` and never read."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if pid:  # the master (or a fork that failed): its signals as before
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return pid, mask
 
 
 class Arbiter:
@@ -254,7 +271,7 @@ class Arbiter:
         self.ages += 1
         beats, beat_w = os.pipe()
         os.set_blocking(beat_w, False)
-        pid = os.fork()
+        pid, mask = fork_blocked()
         if pid:
             os.close(beat_w)
             self.workers[pid] = Worker(pid, beats, self.ages)
@@ -262,7 +279,7 @@ class Arbiter:
             return
         status = 1
         try:
-            status = self.worker_main(beats, beat_w)
+            status = self.worker_main(beats, beat_w, mask)
         except SystemExit:
             status = 0  # the master's QUIT while this worker booted
         except BaseException:
@@ -271,11 +288,14 @@ class Arbiter:
             logging.shutdown()
             os._exit(status)  # never return into the master's loop
 
-    def worker_main(self, beats: int, beat_w: int) -> int:
-        """In the forked child: undo the master's signals and fds, then boot the worker."""
+    def worker_main(self, beats: int, beat_w: int, mask: Iterable[int]) -> int:
+        """In the forked child, every signal blocked: undo the master's signals (the worker's
+        own set, then ``mask``, the master's signal mask before the fork: what came since is
+        handled now) and fds, then boot the worker."""
         for sig in MASTER_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
         init_signals()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a TERM that came: stopped, by default
         for fd in (beats, self.wake_r, self.wake_w, *(w.beats for w in self.workers.values())):
             os.close(fd)
         settings = self.settings

@@ -77,14 +77,19 @@ def settings() -> list[tuple[str, str, str, str]]:
 
 def comment_for(lines: list[str], number: int) -> str:
     """The comment beside line ``number`` (1-based) and the comment lines that go on from it,
-    else the first sentence of the comment block just above it."""
+    else the first sentence of the comment block just above it. Comment lines after a
+    comment beside go on from it only when no statement follows them at once: a block just
+    above a statement is that statement's (``MAX_SIZE``'s comment is not the one of
+    ``MAX_CONTROL_PAYLOAD``, above it)."""
     line = lines[number - 1]
     if "  # " in line:
         beside = [line.split("  # ", 1)[1].strip()]
-        for following in lines[number:]:
-            if not following.startswith("# "):
-                break
-            beside.append(following[2:].strip())
+        rest = lines[number:] + [""]
+        block = 0
+        while rest[block].startswith("# ") and not rest[block].startswith("# ---"):
+            block += 1
+        if not rest[block].strip():  # a blank line ends it: it goes on from this comment
+            beside += [following[2:].strip() for following in rest[:block]]
         return " ".join(beside)
     above = []
     for previous in reversed(lines[:number - 1]):
