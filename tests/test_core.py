@@ -10,9 +10,14 @@ from typing import Any
 import pytest
 
 from bench.process import ServerProcess, free_port
+from toyservers._server import serve_protocol
 from toyservers.cli import AppImportError, import_from_string
+from toyservers.config import Config
 from toyservers.lifespan import Lifespan, LifespanFailure
 from toyservers.registry import SERVERS, available, get
+from toyservers.state import ServerState
+
+TIMEOUT = 10.0  # seconds any one step of a test may take
 
 # --- lifespan (ASGI lifespan spec 2.0) ---------------------------------------------------------
 
@@ -71,6 +76,53 @@ def test_lifespan_app_raising_is_fatal_only_in_on_mode(mode: str, fatal: bool) -
             asyncio.run(main())
     else:
         asyncio.run(main())
+
+
+def test_a_connection_failing_to_shut_down_stops_neither_the_rest_nor_lifespan() -> None:
+    """serve_protocol's shutdown: one connection whose ``shutdown()`` raises is aborted and
+    logged; the other is still shut down, and lifespan shutdown still runs."""
+    events: list[str] = []
+    made: list[Connection] = []
+
+    class Connection(asyncio.Protocol):
+        def __init__(self, state: ServerState) -> None:
+            self.state, self.transport = state, None
+            self.broken = not made  # the first connection's shutdown raises
+            made.append(self)
+
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+            self.state.connections.add(self)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.state.connections.discard(self)
+
+        def shutdown(self) -> None:
+            if self.broken:
+                raise RuntimeError("a bug in one connection's shutdown")
+            assert self.transport is not None
+            self.transport.close()
+
+    async def main() -> list[bytes]:
+        shutdown = asyncio.Event()
+        bound: asyncio.Future[tuple[str, int]] = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(serve_protocol(
+            Connection, lifespan_app(events), Config(port=0, lifespan="on"),
+            ready=bound.set_result, shutdown=shutdown))
+        host, port = await asyncio.wait_for(bound, TIMEOUT)
+        clients = [await asyncio.open_connection(host, port) for _ in range(2)]
+        async with asyncio.timeout(TIMEOUT):
+            while len(made) < 2:  # polled until the server has accepted both
+                await asyncio.sleep(0.01)
+            shutdown.set()
+            await server
+            ends = [await reader.read() for reader, _ in clients]  # both closed: b"" each
+        for _, writer in clients:
+            writer.close()
+        return ends
+
+    assert asyncio.run(main()) == [b"", b""]
+    assert events == ["lifespan.startup", "lifespan.shutdown"]
 
 
 def test_lifespan_off_never_calls_the_app() -> None:

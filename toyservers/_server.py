@@ -151,7 +151,13 @@ async def serve_protocol(
         logger.info("shutting down")
         server.close()
         for connection in list(state.connections):
-            connection.shutdown()
+            try:
+                connection.shutdown()
+            except Exception:  # one connection's bug must not keep the rest (and lifespan) up
+                logger.exception("shutting down %r failed; aborting it", connection)
+                transport = getattr(connection, "transport", None)
+                if transport is not None:
+                    transport.abort()
         if own:
             release(config.uds)
         await _drain(state, config.timeout_graceful_shutdown, force_exit)
