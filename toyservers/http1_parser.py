@@ -36,7 +36,7 @@ import re
 from toyservers import http1
 from toyservers._types import Headers
 from toyservers.asgi_extensions import accepts_trailers
-from toyservers.http1 import HEAD_BYTES, HIGH_WATER_LIMIT, TCHAR
+from toyservers.http1 import HEAD_BYTES, HIGH_WATER_LIMIT, HTAB, MAX_CONTENT_LENGTH, TCHAR
 
 HEX_DIGITS = b"0123456789abcdefABCDEF"
 # ChunkedDecoder states: size -> data -> data-end -> size ... -> trailer -> done
@@ -158,19 +158,22 @@ def parse_request_head(head: bytes, max_request_line: int = 8192, max_header_siz
     request_line = lines[0]
     if len(request_line) > max_request_line:
         raise BadRequest(414, "request line too long")
-    if len(head) - len(request_line) - 2 > max_header_size or len(lines) > max_headers + 1:
+    # (the fields' bytes are summed only when the whole head is over the limit)
+    if (len(head) > max_header_size and len(head) - len(request_line) - 2 > max_header_size) \
+            or len(lines) > max_headers + 1:
         raise BadRequest(431, "header block too large")
-    # RFC 9112 §3: request-line = method SP request-target SP HTTP-version (single spaces).
-    parts = request_line.split(b" ")
-    if len(parts) != 3:
-        raise BadRequest(400, "malformed request line")
-    method, target, version = parts
+    # RFC 9112 §3: request-line = method SP request-target SP HTTP-version (single spaces); a
+    # failed unpacking, not a length check first (try costs nothing in CPython 3.11)
+    try:
+        method, target, version = request_line.split(b" ")
+    except ValueError:
+        raise BadRequest(400, "malformed request line") from None
     method_name = METHODS.get(method)
     if method_name is None:
         if not method or method.translate(None, TCHAR):
             raise BadRequest(400, "invalid method")
         method_name = method.decode("ascii")
-    if not target or not target.isascii() or http1.HTAB in target:  # forms: split_target
+    if not target or not target.isascii() or HTAB in target:  # forms: split_target
         raise BadRequest(400, "invalid request target")
     if version == b"HTTP/1.1":  # the common case, without the regular expression
         http_version = "1.1"
@@ -201,10 +204,10 @@ def body_framing(http_version: str, headers: Headers
     BadRequest: 400 for bad framing or Host (``http1.host_status``), 501 for a coding but
     chunked (``http1.transfer_coding_status``)."""
     content_length: int | None = None
-    hosts: list[bytes] = []
+    host: bytes | None = None  # RFC 9112 §3.2: one Host line, no more (a value, not a list)
     codings: list[bytes] = []  # the Transfer-Encoding lines: one list (RFC 9110 §5.3)
-    connection = expect = upgrade = b""
-    trailers = False
+    connection = upgrade = b""
+    chunked = expect_100 = trailers = False
     for name, value in headers:
         if name not in FRAMING_FIELDS:  # most fields: one set lookup
             continue
@@ -213,41 +216,47 @@ def body_framing(http_version: str, headers: Headers
             if content_length is not None or not value.isdigit() or len(value) > 19:
                 raise BadRequest(400, "invalid or repeated Content-Length")
             content_length = int(value)
-            if content_length > http1.MAX_CONTENT_LENGTH:
+            if content_length > MAX_CONTENT_LENGTH:
                 raise BadRequest(400, "invalid or repeated Content-Length")
         elif name == b"transfer-encoding":
             codings.append(value)
         elif name == b"host":
-            hosts.append(value)
+            if host is not None:
+                raise BadRequest(400, "repeated Host")
+            host = value
         elif name == b"connection":
             connection += b"," + value
         elif name == b"upgrade":
             upgrade += b"," + value if upgrade else value
         elif name == b"te":  # its lines, one list (RFC 9110 §5.3)
             trailers = trailers or accepts_trailers(value)
-        else:
-            expect = value
+        else:  # Expect
+            expect_100 = value.lower() == b"100-continue"
     # A Host value already found valid skips the regular expression (the set holds only values
     # http1.host_status passed, so a hit is its answer).
-    if not (len(hosts) == 1 and hosts[0] in _known_hosts):
-        if http1.host_status(hosts, http_version):
-            raise BadRequest(400, "missing, repeated or invalid Host")
-        if hosts and len(_known_hosts) < MAX_KNOWN_NAMES and len(hosts[0]) <= 255:
-            _known_hosts.add(hosts[0])
+    if host not in _known_hosts:
+        if http1.host_status([] if host is None else [host], http_version):
+            raise BadRequest(400, "missing or invalid Host")
+        if host is not None and len(_known_hosts) < MAX_KNOWN_NAMES and len(host) <= 255:
+            _known_hosts.add(host)
     if codings:
         status = http1.transfer_coding_status(b",".join(codings), http_version,
                                               content_length is not None)
         if status:
             raise BadRequest(status, "a Transfer-Encoding we cannot or may not read")
+        chunked = True
     # RFC 9112 §9.3: 1.1 persists unless "close"; 1.0 only when it asks for keep-alive.
     if connection:
         tokens = http1.list_elements(connection)
         keep_alive = b"close" not in tokens and (http_version == "1.1" or b"keep-alive" in tokens)
     else:
         keep_alive = http_version == "1.1"
-    expect_100 = bool(expect) and http_version == "1.1" and expect.lower() == b"100-continue"
-    return content_length, bool(codings), keep_alive, expect_100, \
-        upgrade if http_version == "1.1" else b"", trailers
+    if http_version != "1.1":  # RFC 9110 §10.1.1 and §7.8: 1.0 has neither
+        expect_100, upgrade = False, b""
+    # (Host, chunked and expect_100 as values set in the loop, and parse_request_head's
+    # checks skipping work that cannot fail: 26.5k -> 25.0k instructions for the two calls
+    # on a POST with 3 fields, callgrind)
+    return content_length, chunked, keep_alive, expect_100, upgrade, trailers
 # --8<-- [end:body_framing]
 
 

@@ -45,7 +45,7 @@ from toyservers import asgi, http1, websocket_protocol
 from toyservers._server import run_server, serve_protocol
 from toyservers._types import ASGIApp, Scope
 from toyservers.config import Config
-from toyservers.http1 import HIGH_WATER_LIMIT
+from toyservers.http1 import FRAGMENT, HIGH_WATER_LIMIT
 from toyservers.http1_cycle import HTTP1Protocol, RequestResponseCycle
 from toyservers.http1_parser import (
     BadRequest,
@@ -91,11 +91,10 @@ class RawHTTPProtocol(HTTP1Protocol):
     def data_received(self, data: bytes) -> None:
         if self.phase is CLOSED:  # the connection is ending: no further request is read
             return
-        # bytes: b"" + data is data itself, its head and body are slices, not copies (109.6k ->
-        # 106.3k; a pipelined request copies the rest, kept small by _next_request)
+        # bytes: b"" + data is data itself, and head and body are slices of it: 109.6k -> 106.3k
         self.buffer += data  # the keep-alive deadline ends: _read_head starts the head's or clears
         self._parse_buffer()
-        if self.phase is WAIT_RESPONSE and len(self.buffer) > HIGH_WATER_LIMIT:
+        if len(self.buffer) > HIGH_WATER_LIMIT and self.phase is WAIT_RESPONSE:
             self.flow.pause_reading()  # pipelined requests wait while a response is in flight
     # --8<-- [end:data_received]
 
@@ -141,7 +140,7 @@ class RawHTTPProtocol(HTTP1Protocol):
         content_length, chunked, keep_alive, expect_100, upgrade, trailers = body_framing(
             version, headers)
         # Origin-form, split as split_target's first case does (a test compares): 129.1k -> 128.4k
-        if target[:1] == b"/" and method != "CONNECT" and http1.FRAGMENT not in target:
+        if target[:1] == b"/" and method != "CONNECT" and FRAGMENT not in target:
             raw_path, _, query = target.partition(b"?")
         else:
             raw_path, query = http1.split_target(method, target)
@@ -164,9 +163,11 @@ class RawHTTPProtocol(HTTP1Protocol):
         cycle.start_task(self.app)
         if has_body:
             self.phase = READ_BODY
-            self.decoder = ChunkedDecoder(max_trailer_size=config.max_header_size,
-                                          max_trailers=config.max_headers) if chunked else None
-            self.body_remaining, self.body_received = content_length or 0, 0
+            if chunked:  # (else decoder is None: _next_request, __init__)
+                self.decoder, self.body_received = ChunkedDecoder(
+                    max_trailer_size=config.max_header_size, max_trailers=config.max_headers), 0
+            else:
+                self.body_remaining = content_length or 0
             self._read_body()
         else:
             self.phase = WAIT_RESPONSE
@@ -179,12 +180,12 @@ class RawHTTPProtocol(HTTP1Protocol):
         cycle = self.cycle
         assert cycle is not None
         if self.decoder is None:  # Content-Length: take what is there, up to what is left
-            # Not http1_parser.BodyReader (toy-wsgi's): a reader object and its feed() call per
-            # request cost 137.0k -> 140.3k instructions a request (callgrind). A slice of
-            # bytes as long as the bytes is the bytes object itself: no copy.
-            data, self.buffer = buffer[:self.body_remaining], buffer[self.body_remaining:]
-            self.body_remaining -= len(data)
-            done = not self.body_remaining
+            # Not BodyReader (toy-wsgi's): its object and feed() call cost 137.0k -> 140.3k a
+            # request. A slice as long as the bytes is the bytes object itself: no copy.
+            remaining = self.body_remaining
+            data, self.buffer = buffer[:remaining], buffer[remaining:]
+            self.body_remaining = remaining = remaining - len(data)
+            done = not remaining
         else:  # chunked: decode no further than HIGH_WATER_LIMIT bytes waiting for the app
             pending = bytearray(buffer)  # the decoder consumes a bytearray
             data = self.decoder.feed(pending, HIGH_WATER_LIMIT - len(cycle.body))
@@ -230,9 +231,8 @@ class RawHTTPProtocol(HTTP1Protocol):
         self.buffer = b""
 
     def handle_upgrade(self, scope: Scope, data: bytes) -> bool:
-        """A request asking ``Upgrade``: a WebSocket handshake takes the connection, to our own
-        RFC 6455 module unless ``--ws`` says otherwise (``websocket_protocol.upgrade``); True
-        when it did, ``data`` (the bytes after the request) going with it. Else: HTTP."""
+        """A WebSocket handshake takes the connection, ``data`` (the bytes after it) too: True
+        (``websocket_protocol.upgrade``: our RFC 6455 module, unless ``--ws``). Else HTTP."""
         return websocket_protocol.upgrade(self, scope, data, auto="toyservers")
 
     def on_timeout(self, kind: str) -> None:
