@@ -64,6 +64,18 @@ def test_pipelined_requests_are_read_on_only_once_the_buffer_is_under_the_high_w
     assert not h.reading_paused and not h.closed
 
 
+def test_an_unfinished_head_over_the_high_water_mark_reads_on(
+        connect: Callable[..., Harness]) -> None:
+    """Behind pipelined requests, a head longer than HIGH_WATER_LIMIT (a limit raised that far)
+    and not all come yet: once the requests before it are served, reading resumes for the rest."""
+    big = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (HIGH_WATER_LIMIT + 10)
+    h = connect(hello_app, max_header_size=4 * HIGH_WATER_LIMIT)
+    h.push(GET * 10 + big)
+    assert h.feed(b"").count(b"HTTP/1.1 200 ") == 10
+    assert not h.reading_paused
+    assert h.feed(b"\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+
+
 @pytest.mark.parametrize("method", [b"GET", b"OPTIONS", b"CONNECT"])
 @pytest.mark.parametrize("target", [
     b"/", b"/p?q=1", b"/p?", b"/?a?b", b"//x", b"/a%2Fb?c#d", b"/#", b"*", b"p", b"?q",

@@ -127,7 +127,8 @@ class RawHTTPProtocol(HTTP1Protocol):
         config = self.config
         head, self.buffer = split_head(self.buffer, config.max_request_line,
                                        config.max_header_size, config.max_headers)
-        if head is None:
+        if head is None:  # more is owed (reading may have paused on pipelined requests)
+            self.flow.resume_reading()
             if self.deadline.kind != "head":  # the deadline runs from the first byte
                 self.deadline.set("head", config.timeout_headers)
             return
@@ -264,9 +265,8 @@ class RawHTTPProtocol(HTTP1Protocol):
     def _next_request(self) -> None:
         self.cycle = self.decoder = None
         self.phase = READ_HEAD
-        # Pipelined requests filled the buffer: read on once it is under the limit (a read for
-        if self.flow.read_paused and len(self.buffer) <= HIGH_WATER_LIMIT:  # each request
-            self.flow.resume_reading()  # served would grow it without end)
+        if self.flow.read_paused and len(self.buffer) <= HIGH_WATER_LIMIT:  # (pipelined ones:
+            self.flow.resume_reading()  # one read a request served would grow it without end)
         if self.buffer:
             self._parse_buffer()  # a pipelined request is already here
         else:
