@@ -3,8 +3,8 @@
 
 The behaviour it shares with the other toy servers is tested once for all three in
 test_protocols.py (protocol level) and test_toy_servers_e2e.py (end to end). Here, on the
-shared protocol harness: how far it decodes a burst of chunks ahead of the app, and its
-fast path for origin-form targets.
+shared protocol harness: how far it decodes a burst of chunks ahead of the app, when it reads
+on after pipelined requests filled its buffer, and its fast path for origin-form targets.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.echo_app import app as echo_app
-from tests.support.protocol_harness import Harness, after, hello_app, split_response
+from tests.support.protocol_harness import GET, Harness, after, hello_app, split_response
 from toyservers import http1
 from toyservers.raw_asyncio import HIGH_WATER_LIMIT
 
@@ -46,6 +46,34 @@ def test_tiny_chunks_are_decoded_only_up_to_the_high_water_mark(
     h.spin(50)
     assert json.loads(split_response(h.take())[2])["body"] == "x" * chunks
     assert not h.reading_paused and not h.closed
+
+
+def test_pipelined_requests_are_read_on_only_once_the_buffer_is_under_the_high_water_mark(
+        connect: Callable[..., Harness]) -> None:
+    """Requests pipelined past HIGH_WATER_LIMIT bytes pause reading until those still in the
+    buffer are under it: a read at every response would let a client that keeps sending grow
+    the buffer without end (and each request's copy of the rest with it)."""
+    count = 3 * HIGH_WATER_LIMIT // len(GET)
+    h = connect(hello_app)
+    h.push(GET * count)
+    served = 0
+    while served < count:
+        h.spin(1)
+        served += h.take().count(b"HTTP/1.1 200 ")
+        assert h.reading_paused or len(h.protocol.buffer) <= HIGH_WATER_LIMIT
+    assert not h.reading_paused and not h.closed
+
+
+def test_an_unfinished_head_over_the_high_water_mark_reads_on(
+        connect: Callable[..., Harness]) -> None:
+    """Behind pipelined requests, a head longer than HIGH_WATER_LIMIT (a limit raised that far)
+    and not all come yet: once the requests before it are served, reading resumes for the rest."""
+    big = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (HIGH_WATER_LIMIT + 10)
+    h = connect(hello_app, max_header_size=4 * HIGH_WATER_LIMIT)
+    h.push(GET * 10 + big)
+    assert h.feed(b"").count(b"HTTP/1.1 200 ") == 10
+    assert not h.reading_paused
+    assert h.feed(b"\r\n\r\n").startswith(b"HTTP/1.1 200 ")
 
 
 @pytest.mark.parametrize("method", [b"GET", b"OPTIONS", b"CONNECT"])

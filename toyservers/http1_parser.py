@@ -8,7 +8,8 @@ Python loop over bytes, and leans on ``toyservers.http1`` for the rules every se
 (tokens, Host values, Transfer-Encoding, the chunk-size line).
 
 - ``check_partial_head``: refuse an unfinished head that is already bad (414, 431, 400);
-- ``take_head``: cut a whole head off a connection's buffer, or check the unfinished one;
+- ``split_head``: a whole head and the bytes after it, or the unfinished one checked;
+  ``take_head`` the same on a bytearray, cutting the head off;
 - ``parse_request_head``: the request line and fields, checked (RFC 9112 §2-§5);
 - ``body_framing``: Content-Length or chunked, keep-alive, Expect (RFC 9112 §6, §9.3);
 - ``ChunkedDecoder``: the chunked coding, incrementally, with limits (RFC 9112 §7.1);
@@ -30,10 +31,12 @@ which toy-httptools uses for them.
 
 from __future__ import annotations
 
+import re
+
 from toyservers import http1
 from toyservers._types import Headers
 from toyservers.asgi_extensions import accepts_trailers
-from toyservers.http1 import HEAD_BYTES, HIGH_WATER_LIMIT, TCHAR
+from toyservers.http1 import HEAD_BYTES, HIGH_WATER_LIMIT, HTAB, MAX_CONTENT_LENGTH, TCHAR
 
 HEX_DIGITS = b"0123456789abcdefABCDEF"
 # ChunkedDecoder states: size -> data -> data-end -> size ... -> trailer -> done
@@ -41,6 +44,7 @@ SIZE, DATA, DATA_END, TRAILER, DONE = "size", "data", "data-end", "trailer", "do
 # HEAD_BYTES -> SP, any other byte -> NUL: with a 256-byte table ``translate`` runs CPython's
 # one-lookup-per-byte loop; ``translate(None, HEAD_BYTES)`` first builds its own table each call.
 _HEAD_MARKS = bytes(0x20 if byte in HEAD_BYTES else 0 for byte in range(256))
+_EMPTY_LINES = re.compile(rb"\A(?:\r\n)+")  # CRLFs before a request line: one pass, not a loop
 
 
 class BadRequest(Exception):
@@ -72,22 +76,29 @@ def check_partial_head(buffer: bytes | bytearray, max_request_line: int, max_hea
         raise BadRequest(400, "invalid character or bare CR/LF in the request head")
 
 
+def split_head(data: bytes, max_request_line: int, max_header_size: int,
+               max_headers: int) -> tuple[bytes | None, bytes]:
+    """``(head, rest)``: the whole request head at the front of ``data`` (the bytes before its
+    blank line) and the bytes after that blank line; ``(None, data)`` while the head is
+    unfinished, once ``check_partial_head`` found nothing wrong with it yet. Empty lines before
+    it are dropped (RFC 9112 §2.2: "a server ... SHOULD ignore at least one empty line (CRLF)
+    received prior to the request-line"), from ``rest`` too. On ``bytes`` (toy-raw's buffer)
+    one ``partition`` finds the blank line and cuts both pieces, where a bytearray took a find,
+    a slice, a copy and a del."""
+    if data and data[0] == 13:  # CR first: empty lines, or a line end cut in two
+        data = _EMPTY_LINES.sub(b"", data, 1)
+    head, blank, rest = data.partition(b"\r\n\r\n")
+    if not blank:
+        check_partial_head(data, max_request_line, max_header_size, max_headers)
+        return None, data
+    return head, rest
+
+
 def take_head(buffer: bytearray, max_request_line: int, max_header_size: int,
               max_headers: int) -> bytes | None:
-    """Cut a whole request head (the bytes before its blank line) off the front of ``buffer``;
-    None while it is unfinished, once ``check_partial_head`` found nothing wrong with it yet.
-    Empty lines before it are dropped (RFC 9112 §2.2: "a server ... SHOULD ignore at least one
-    empty line (CRLF) received prior to the request-line")."""
-    # The first byte (13: CR) looked at first: startswith alone cost 0.65k instructions a
-    # request (callgrind; CPython 3.11 parses its arguments slowly).
-    while buffer and buffer[0] == 13 and buffer.startswith(b"\r\n"):
-        del buffer[:2]
-    end = buffer.find(b"\r\n\r\n")
-    if end < 0:
-        check_partial_head(buffer, max_request_line, max_header_size, max_headers)
-        return None
-    head = bytes(buffer[:end])
-    del buffer[: end + 4]
+    """``split_head`` on a bytearray (toy-wsgi's buffer): the head, cut off its front."""
+    head, rest = split_head(bytes(buffer), max_request_line, max_header_size, max_headers)
+    del buffer[:len(buffer) - len(rest)]
     return head
 
 
@@ -147,19 +158,22 @@ def parse_request_head(head: bytes, max_request_line: int = 8192, max_header_siz
     request_line = lines[0]
     if len(request_line) > max_request_line:
         raise BadRequest(414, "request line too long")
-    if len(head) - len(request_line) - 2 > max_header_size or len(lines) > max_headers + 1:
+    # (the fields' bytes are summed only when the whole head is over the limit)
+    if (len(head) > max_header_size and len(head) - len(request_line) - 2 > max_header_size) \
+            or len(lines) > max_headers + 1:
         raise BadRequest(431, "header block too large")
-    # RFC 9112 §3: request-line = method SP request-target SP HTTP-version (single spaces).
-    parts = request_line.split(b" ")
-    if len(parts) != 3:
-        raise BadRequest(400, "malformed request line")
-    method, target, version = parts
+    # RFC 9112 §3: request-line = method SP request-target SP HTTP-version (single spaces); a
+    # failed unpacking, not a length check first (try costs nothing in CPython 3.11)
+    try:
+        method, target, version = request_line.split(b" ")
+    except ValueError:
+        raise BadRequest(400, "malformed request line") from None
     method_name = METHODS.get(method)
     if method_name is None:
         if not method or method.translate(None, TCHAR):
             raise BadRequest(400, "invalid method")
         method_name = method.decode("ascii")
-    if not target or not target.isascii() or http1.HTAB in target:  # forms: split_target
+    if not target or not target.isascii() or HTAB in target:  # forms: split_target
         raise BadRequest(400, "invalid request target")
     if version == b"HTTP/1.1":  # the common case, without the regular expression
         http_version = "1.1"
@@ -190,10 +204,10 @@ def body_framing(http_version: str, headers: Headers
     BadRequest: 400 for bad framing or Host (``http1.host_status``), 501 for a coding but
     chunked (``http1.transfer_coding_status``)."""
     content_length: int | None = None
-    hosts: list[bytes] = []
+    host: bytes | None = None  # RFC 9112 §3.2: one Host line, no more (a value, not a list)
     codings: list[bytes] = []  # the Transfer-Encoding lines: one list (RFC 9110 §5.3)
-    connection = expect = upgrade = b""
-    trailers = False
+    connection = upgrade = b""
+    chunked = expect_100 = trailers = False
     for name, value in headers:
         if name not in FRAMING_FIELDS:  # most fields: one set lookup
             continue
@@ -202,41 +216,47 @@ def body_framing(http_version: str, headers: Headers
             if content_length is not None or not value.isdigit() or len(value) > 19:
                 raise BadRequest(400, "invalid or repeated Content-Length")
             content_length = int(value)
-            if content_length > http1.MAX_CONTENT_LENGTH:
+            if content_length > MAX_CONTENT_LENGTH:
                 raise BadRequest(400, "invalid or repeated Content-Length")
         elif name == b"transfer-encoding":
             codings.append(value)
         elif name == b"host":
-            hosts.append(value)
+            if host is not None:
+                raise BadRequest(400, "repeated Host")
+            host = value
         elif name == b"connection":
             connection += b"," + value
         elif name == b"upgrade":
             upgrade += b"," + value if upgrade else value
         elif name == b"te":  # its lines, one list (RFC 9110 §5.3)
             trailers = trailers or accepts_trailers(value)
-        else:
-            expect = value
+        else:  # Expect
+            expect_100 = value.lower() == b"100-continue"
     # A Host value already found valid skips the regular expression (the set holds only values
     # http1.host_status passed, so a hit is its answer).
-    if not (len(hosts) == 1 and hosts[0] in _known_hosts):
-        if http1.host_status(hosts, http_version):
-            raise BadRequest(400, "missing, repeated or invalid Host")
-        if hosts and len(_known_hosts) < MAX_KNOWN_NAMES and len(hosts[0]) <= 255:
-            _known_hosts.add(hosts[0])
+    if host not in _known_hosts:
+        if http1.host_status([] if host is None else [host], http_version):
+            raise BadRequest(400, "missing or invalid Host")
+        if host is not None and len(_known_hosts) < MAX_KNOWN_NAMES and len(host) <= 255:
+            _known_hosts.add(host)
     if codings:
         status = http1.transfer_coding_status(b",".join(codings), http_version,
                                               content_length is not None)
         if status:
             raise BadRequest(status, "a Transfer-Encoding we cannot or may not read")
+        chunked = True
     # RFC 9112 §9.3: 1.1 persists unless "close"; 1.0 only when it asks for keep-alive.
     if connection:
         tokens = http1.list_elements(connection)
         keep_alive = b"close" not in tokens and (http_version == "1.1" or b"keep-alive" in tokens)
     else:
         keep_alive = http_version == "1.1"
-    expect_100 = bool(expect) and http_version == "1.1" and expect.lower() == b"100-continue"
-    return content_length, bool(codings), keep_alive, expect_100, \
-        upgrade if http_version == "1.1" else b"", trailers
+    if http_version != "1.1":  # RFC 9110 §10.1.1 and §7.8: 1.0 has neither
+        expect_100, upgrade = False, b""
+    # (Host, chunked and expect_100 as values set in the loop, and parse_request_head's
+    # checks skipping work that cannot fail: 26.5k -> 25.0k instructions for the two calls
+    # on a POST with 3 fields, callgrind)
+    return content_length, chunked, keep_alive, expect_100, upgrade, trailers
 # --8<-- [end:body_framing]
 
 
