@@ -70,6 +70,9 @@ EXAMPLES: dict[str, bytes] = {
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2 \r\nhi\r\n0\r\n\r\n",
     "h11 waits for a chunk size past 64 bits":
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1" + b"0" * 17 + b"\r\n",
+    "h11 refuses a chunk size of more than 20 digits":
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" + b"0" * 40
+        + b"2\r\nhi\r\n0\r\n\r\n",
     "h11 refuses empty list elements beside 'chunked'":
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked,\r\n\r\n0\r\n\r\n",
     "llhttp refuses empty list elements beside 'chunked'":

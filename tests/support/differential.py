@@ -419,21 +419,39 @@ def _overflow_as_invalid(data: bytes) -> bytes:
     return _in_chunk_lines(data, rb"(?m)^0*[1-9A-Fa-f][0-9A-Fa-f]{16,}", b"overflow")
 
 
+def _no_leading_zeros(data: bytes) -> bytes:
+    """Chunk sizes written with more than 20 digits, without their leading zeros."""
+    return _in_chunk_lines(data, rb"(?m)^(?=[0-9A-Fa-f]{21})0+(?=[0-9A-Fa-f])", b"")
+
+
 _CODING_LINE = re.compile(rb"(?im)^transfer-encoding:([^\r\n]*)\r\n")
 
 
 def _plain_chunked(data: bytes) -> bytes:
-    """Each Transfer-Encoding line that is 'chunked' with empty list elements (any case)
-    written 'chunked'."""
-    return _in_head(data, lambda head: _CODING_LINE.sub(
-        lambda m: b"Transfer-Encoding: chunked\r\n"
-        if b"," in m[1] and http1.list_elements(m[1]) == [b"chunked"] else m[0], head))
+    """The Transfer-Encoding lines, when together they are the list (chunked) with empty
+    elements ('chunked,' on one line, or an empty line beside a 'chunked' one; any case),
+    written as one 'Transfer-Encoding: chunked' line where the first of them was."""
+    def change(head: bytes) -> bytes:
+        lines = list(_CODING_LINE.finditer(head))
+        if not lines or http1.list_elements(b",".join(m[1] for m in lines)) != [b"chunked"] \
+                or (len(lines) == 1 and b"," not in lines[0][1]):
+            return head
+        first = lines[0]
+        return head[:first.start()] + b"Transfer-Encoding: chunked\r\n" \
+            + _CODING_LINE.sub(b"", head[first.end():])
+    return _in_head(data, change)
 
 
 def _te_chunked(reading: Reading) -> Reading:
-    return replace(reading, headers=tuple(
-        (name, b"chunked" if name == b"transfer-encoding" else value)
-        for name, value in reading.headers))
+    """Our reading with its Transfer-Encoding fields as one 'chunked' field, where the
+    first was."""
+    headers: list[tuple[bytes, bytes]] = []
+    for name, value in reading.headers:
+        if name != b"transfer-encoding":
+            headers.append((name, value))
+        elif all(other != b"transfer-encoding" for other, _ in headers):
+            headers.append((name, b"chunked"))
+    return replace(reading, headers=tuple(headers))
 
 
 def _single_spaces(data: bytes) -> bytes:
@@ -578,9 +596,14 @@ KNOWN_DIFFERENCES: list[Difference] = [
                " numerals and prevent parsing errors due to integer conversion overflows; we"
                " refuse more than 16 significant digits, h11 reads up to 20 and waits",
                rewrite=_overflow_as_invalid, lenient="early"),
+    Difference("h11 refuses a chunk size of more than 20 digits", "h11",
+               "RFC 9112 §7.1: chunk-size = 1*HEXDIG, so leading zeros are part of a valid"
+               " size; h11's grammar takes at most 20 digits", rewrite=_no_leading_zeros,
+               lenient="us"),
     *(Difference(f"{parser} refuses empty list elements beside 'chunked'", parser,
                  "RFC 9110 §5.6.1: a recipient MUST parse and ignore a reasonable number of"
-                 " empty list elements; 'chunked,' is the list (chunked)",
+                 " empty list elements; 'chunked,' is the list (chunked), and so is a"
+                 " 'chunked' line with an empty one (RFC 9110 §5.3: one list)",
                  rewrite=_plain_chunked, lenient="us", ours_as=_te_chunked)
       for parser in ("h11", "llhttp")),
     Difference("llhttp accepts an empty chunk-extension value", "llhttp",
