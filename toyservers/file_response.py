@@ -178,7 +178,7 @@ def check_length(framer: Any, body: FileBody) -> None:
     if isinstance(framer, http1.ResponseFramer):
         owed = framer.remaining
     else:
-        owed = framer.fields.content_length if framer.fields is not None else None
+        owed = framer.content_length  # the app's, until the head is written
     if owed is not None and not framer.no_body and (
             body.count > owed or (body.count < owed and not body.more_body)):
         raise http1.ResponseError(f"{body.count} bytes of file for a Content-Length that "
