@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
 from toyservers._types import ASGIApp, Headers, Message, Scope
 from toyservers.access_log import log_request
 from toyservers.asgi_extensions import offered
-from toyservers.proxy import apply_to_scope
+from toyservers.proxy import NAMES, apply_to_scope
 
 if TYPE_CHECKING:
     from toyservers.state import ServerState
@@ -85,7 +86,8 @@ def scope_template(conn: ServerProtocol) -> dict[str, Any]:
 
 
 def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: bytes,
-               query_string: bytes, headers: Headers, trailers: bool = False) -> Scope:
+               query_string: bytes, headers: Headers, trailers: bool = False,
+               fields: Collection[bytes] | None = None) -> Scope:
     """The ASGI ``http`` scope of one request on ``conn``.
 
     ``raw_path`` is the path as received (ASCII bytes, still percent-encoded); the scope's
@@ -94,7 +96,9 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
     and the server's state, whose lifespan ``state`` is copied, so one request cannot change
     what the next one sees (ASGI lifespan spec). ``trailers``: the request's TE lists
     ``trailers`` (``asgi_extensions.accepts_trailers``), so the trailers extension is offered
-    on HTTP/1.1; another version gets its own (``asgi_extensions.offered``).
+    on HTTP/1.1; another version gets its own (``asgi_extensions.offered``). ``fields``: the
+    headers' names as a dict or set, when the caller has made one: the forwarding fields are
+    looked up there, not by a loop over the headers (``proxy.ProxyHeaders.resolve``).
     """
     state = conn.state
     root_path = state.config.root_path
@@ -112,7 +116,10 @@ def http_scope(conn: ServerProtocol, method: str, http_version: str, raw_path: b
     scope["state"] = state.lifespan_state.copy()
     if trailers or http_version != "1.1":  # the template's are 1.1's without TE: trailers
         scope["extensions"] = offered(conn.tls, http_version, trailers)
-    if state.proxy is not None:  # believed only from a trusted peer (toyservers.proxy)
+    # The proxy's fields believed only from a trusted peer (toyservers.proxy). A lookup in the
+    # caller's dict, not resolve()'s loop, when there are none: 1.0k instructions a request
+    # less on toy-h11 (callgrind, POST /user: 499.7k -> 498.7k)
+    if state.proxy is not None and (fields is None or not NAMES.isdisjoint(fields)):
         forwarded = state.proxy.resolve(conn.client, headers)
         if forwarded is not None:
             apply_to_scope(scope, headers, forwarded)

@@ -132,7 +132,8 @@ def request_scope(connection: H11ServerProtocol, event: h11.Request) -> tuple[Sc
     # A TE field at all, before its lines are read: a loop over every field cost 4.5k
     # instructions a request on toy-h11 (callgrind: 508.1k -> 503.6k)
     trailers = b"te" in fields and te_lists_trailers(headers)
-    scope = http_scope(connection, method, version, raw_path, query_string, headers, trailers)
+    scope = http_scope(connection, method, version, raw_path, query_string, headers, trailers,
+                       fields)
     if at_concurrency_limit(state):
         if connection.access_log:  # logged like any response, as uvicorn and toy-httptools do
             log_access(connection.client, scope, 503)
