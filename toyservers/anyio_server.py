@@ -326,16 +326,20 @@ class RequestResponseCycle(HTTP1Cycle):
             return await file_response.send_file(self.send, message, self.framer.no_body,
                                                  self.framer)
         await super().send(message)
-        data = self.protocol.outbox.take()
-        if data:
-            await self.write(data)
+        protocol = self.protocol
+        if protocol.outbox.parts:
+            await self.write(protocol.outbox.take())
         if self.response_complete:
-            self.protocol.after_response()
+            protocol.after_response()
     # --8<-- [end:send]
 
     async def write(self, data: bytes) -> None:
+        protocol = self.protocol
         try:
-            await self.protocol.write(data)
+            if self.framer.head_sent and not protocol.writing.locked():
+                await protocol.stream.send(data)  # no turn to take: see StreamProtocol.write
+            else:  # a 100 Continue or 103 Early Hints
+                await protocol.write(data)
         except GONE as exc:
             self.disconnect()
             raise ClientDisconnected("the client has disconnected") from exc
