@@ -109,16 +109,7 @@ class AnyioProtocol(H11Steps, StreamProtocol):
                 self.error = h11_checks.protocol_error_status(exc, conn, config, self.cycle is None)
                 return
             kind = type(event)
-            if event is h11.NEED_DATA:
-                cycle = self.cycle
-                if cycle is not None and cycle.more_body and self.kind != "body":  # SEND_BODY
-                    self.set_deadline("body", config.timeout_body)  # silence since the last bytes
-                elif cycle is None and self.kind == "idle" and conn.trailing_data[0]:
-                    self.set_deadline("head", config.timeout_headers)  # a head began
-                if not await self.receive():
-                    return
-                events = 0
-            elif kind is h11.Request:
+            if kind is h11.Request:
                 if not self.on_request(event):  # type: ignore[arg-type]
                     return
             elif kind is h11.Data:
@@ -142,8 +133,9 @@ class AnyioProtocol(H11Steps, StreamProtocol):
                     if conn.their_state is h11.MUST_CLOSE:
                         # The last request (RFC 9112 §9.6): whatever follows is never parsed;
                         # read on only to see the client leave.
-                        while await self.receive():
-                            pass
+                        with contextlib.suppress(*GONE):
+                            while await self.stream.receive(MAX_RECEIVE):
+                                pass
                         return
                     # The app has the whole request. What next_event would say now is known
                     # without asking it (as toy-h11): PAUSED when h11 holds bytes of the next
@@ -155,6 +147,15 @@ class AnyioProtocol(H11Steps, StreamProtocol):
                     events = 0
                 elif conn.our_state is h11.DONE:  # we answered before the body ended
                     self.start_next_cycle()
+            elif event is h11.NEED_DATA:
+                cycle = self.cycle
+                if cycle is not None and cycle.more_body and self.kind != "body":  # SEND_BODY
+                    self.set_deadline("body", config.timeout_body)  # silence since the last bytes
+                elif cycle is None and self.kind == "idle" and conn.trailing_data[0]:
+                    self.set_deadline("head", config.timeout_headers)  # a head began
+                if not await self.receive():
+                    return
+                events = 0
             elif event is h11.PAUSED:
                 # RFC 9112 §9.3.2: answer pipelined requests in order. h11 holds the next
                 # request until start_next_cycle; read nothing more until then.
@@ -173,10 +174,7 @@ class AnyioProtocol(H11Steps, StreamProtocol):
             data = await self.stream.receive(MAX_RECEIVE)
         except GONE:
             return False
-        state = self.conn.their_state
-        if state is h11.MUST_CLOSE:
-            return True  # RFC 9112 §9.6: after "close", no further requests are processed
-        if state is h11.IDLE and self.kind == "idle":
+        if self.kind == "idle":  # between requests: h11 is IDLE
             # RFC 9112 §2.2: "a server that is expecting to receive and parse a request-line
             # SHOULD ignore at least one empty line (CRLF) received prior to the request-line"
             while data[:2] == b"\r\n":
@@ -290,7 +288,8 @@ class RequestResponseCycle(HTTP1Cycle):
 
     def __init__(self, protocol: AnyioProtocol, scope: Scope, framer: H11Framer,
                  expect_100: bool) -> None:
-        super().__init__(protocol, scope, framer, expect_100)  # type: ignore[arg-type]
+        # the base's __init__ named, not super(), as http1_cycle's (0.7k instructions less)
+        HTTP1Cycle.__init__(self, protocol, scope, framer, expect_100)  # type: ignore[arg-type]
         self.waker: anyio.Event | None = None  # receive() waits on it
         self.pending = b""  # a 100 Continue to write before receive() waits
 
@@ -327,7 +326,7 @@ class RequestResponseCycle(HTTP1Cycle):
                                                  self.framer)
         await super().send(message)
         protocol = self.protocol
-        if protocol.outbox.parts:
+        if protocol.outbox:
             await self.write(protocol.outbox.take())
         if self.response_complete:
             protocol.after_response()
@@ -394,10 +393,7 @@ async def serve(app: ASGIApp, config: Config, *, sock: socket.socket | None = No
 
 async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str, int],
                  services: TaskGroup, shutdown: Any, stop_accepting: Any) -> None:
-    draining = anyio.CancelScope()  # around the connections; its deadline: the graceful timeout
     stop = shutdown if shutdown is not None else anyio.Event()
-    if shutdown is None and threading.current_thread() is threading.main_thread():
-        services.start_soon(anyio_serving.watch_signals, stop, draining.cancel)
     services.start_soon(anyio_serving.tick, state)
     if stop_accepting is not None:
         services.start_soon(anyio_serving.close_when_set, stop_accepting, listener)
@@ -418,25 +414,28 @@ async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str
         await protocol.run()
 
     # --8<-- [start:serve]
-    with draining:
-        async with anyio.create_task_group() as connections:
-            async def accept() -> None:
-                try:
-                    await listener.serve(handle, connections)
-                except* anyio.ClosedResourceError:  # (from each address's listener)
-                    pass  # the listener was closed: accepting is over
+    async with anyio.create_task_group() as connections:
+        draining = connections.cancel_scope  # its deadline: the graceful timeout
+        if shutdown is None and threading.current_thread() is threading.main_thread():
+            services.start_soon(anyio_serving.watch_signals, stop, draining.cancel)
 
-            connections.start_soon(accept)
-            if ready is not None:
-                ready(bound)
-            await stop.wait()
-            logger.info("shutting down")
-            await listener.aclose()  # stop accepting (not a cancel: see close_when_set)
-            for connection in list(state.connections):
-                connection.shutdown()  # idle ones close now, busy ones after their response
-            timeout = state.config.timeout_graceful_shutdown
-            if timeout is not None:
-                draining.deadline = anyio.current_time() + timeout
+        async def accept() -> None:
+            try:
+                await listener.serve(handle, connections)
+            except* anyio.ClosedResourceError:  # (from each address's listener)
+                pass  # the listener was closed: accepting is over
+
+        connections.start_soon(accept)
+        if ready is not None:
+            ready(bound)
+        await stop.wait()
+        logger.info("shutting down")
+        await listener.aclose()  # stop accepting (not a cancel: see close_when_set)
+        for connection in list(state.connections):
+            connection.shutdown()  # idle ones close now, busy ones after their response
+        timeout = state.config.timeout_graceful_shutdown
+        if timeout is not None:
+            draining.deadline = anyio.current_time() + timeout
         # leaving the task group waits for every connection, and so for every app
     if draining.cancelled_caught:
         logger.warning("graceful shutdown timed out or was cut short; cancelled the rest")

@@ -99,28 +99,22 @@ async def close_when_set(event: Any, listener: Any) -> None:
 # --- the connection -------------------------------------------------------------------------------
 
 
-class Outbox:
+class Outbox(list[bytes]):
     """What the shared cycle's ``send()`` (``toyservers.http1_cycle``) writes to on anyio,
-    standing in for asyncio's transport and ``FlowControl``: ``write(data)`` and
-    ``writelines(pieces)`` collect the bytes,
-    and ``write_paused`` is never set (the cycle awaits ``stream.send`` for what it collected:
-    that await is the backpressure). ``take()`` gives the bytes collected, once."""
+    standing in for asyncio's transport and ``FlowControl``: a list of the pieces collected,
+    ``write(data)`` and ``writelines(pieces)`` its ``append`` and ``extend`` (no call into
+    Python for them), and ``write_paused`` is never set (the cycle awaits ``stream.send`` for
+    what it collected: that await is the backpressure). ``take()`` gives the bytes collected,
+    once."""
 
-    __slots__ = ("parts",)
+    __slots__ = ()
     write_paused = False
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.parts.append(data)
-
-    def writelines(self, pieces: list[bytes]) -> None:
-        self.parts += pieces
+    write = list.append
+    writelines = list.extend
 
     def take(self) -> bytes:
-        data = b"".join(self.parts)
-        self.parts.clear()
+        data = b"".join(self)
+        self.clear()
         return data
 
 
