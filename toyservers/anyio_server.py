@@ -4,8 +4,8 @@ I/O model: structured concurrency. In a task group for the connections, the list
 accepts (``anyio.create_tcp_listener``; TLS through ``anyio.streams.tls``) and starts one task
 per connection: straight-line code that pulls events out of an ``h11.Connection`` and awaits
 ``stream.receive()`` when h11 says ``NEED_DATA``. Each request's app runs in a task of the
-connection's task group, so a connection ends only once its apps have; one task runs the apps
-of a connection's requests in turn (``app_task``). Where toy-h11 arms ``call_later`` timers,
+same task group, so the graceful shutdown waits for the apps too; one task runs the apps of a
+connection's requests in turn (``app_task``). Where toy-h11 arms ``call_later`` timers,
 this server gives one cancel scope around the reading the deadline running (idle, head, body),
 moved as toy-h11's timer is, only when it must come sooner; where toy-h11 calls
 ``pause_reading``, the reading task stops awaiting ``receive()`` until an ``anyio.Event`` says
@@ -85,8 +85,8 @@ class AnyioProtocol(H11Steps, StreamProtocol):
 
     __slots__ = ("conn", "body_size", "app_waits", "next_request", "handed", "ended")
 
-    def __init__(self, state: ServerState, stream: ByteStream) -> None:
-        super().__init__(state, stream)
+    def __init__(self, state: ServerState, stream: ByteStream, task_group: TaskGroup) -> None:
+        super().__init__(state, stream, task_group)
         config = self.config  # h11 answers 431 to a head still incomplete past this size
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=config.max_request_line
                                    + config.max_header_size)
@@ -207,12 +207,11 @@ class AnyioProtocol(H11Steps, StreamProtocol):
     # --8<-- [start:run_app]
     def run_app(self, cycle: RequestResponseCycle) -> None:
         """Run ``cycle``'s app: in the app task that waits for this connection's next request,
-        or in a new task of the connection's task group when none waits."""
+        or in a new task of ``task_group`` (the connections') when none waits."""
         if self.app_waits:
             self.app_waits, self.handed = False, cycle
             self.next_request.release()
         else:
-            assert self.task_group is not None
             self.task_group.start_soon(self.app_task, cycle, name="asgi")
 
     async def app_task(self, cycle: RequestResponseCycle | None) -> None:
@@ -407,7 +406,7 @@ async def _serve(state: ServerState, listener: Any, ready: Any, bound: tuple[str
                 await stream.aclose()
                 return
             stream, header = read
-        protocol = AnyioProtocol(state, stream)
+        protocol = AnyioProtocol(state, stream, connections)
         if header is not None and header.source is not None:  # as if it had connected
             protocol.client, protocol.server = header.source, header.destination
             protocol.scope_template = scope_template(protocol)
