@@ -9,14 +9,18 @@ same parser for toy-httptools) must not exceed the committed baseline by more th
 :data:`MARGIN`. A ratio, not a count, so that what the whole interpreter gains or loses
 (another CPython build, another glibc) mostly cancels.
 
-The margin, 1 % of the ratio, is four times the largest difference measured between runs on
-the 2-core development machine (2026-11-27; four runs, shared with other work at a load
-average of 6 to 13, two of them with ``stress-ng --cpu 4`` on top): bare 92,360 to 92,367
-instructions per request; toy-httptools/bare 1.1893 to 1.1912 (0.16 %), toy-raw/bare 1.3128
-to 1.3157 (0.22 %), toy-h11/bare 5.7856 to 5.7884 (0.05 %); the most a run rose above the
-committed baseline was 0.17 % (bench/instructions.py says what still moves a count: the
-clock, give or take one tick, and memory layout). A change that costs 1 % of a toy server's
-instructions (1.1k of toy-httptools' 110k) fails it.
+The margin, 2 % of the ratio. Within one checkout, runs differ little: four runs on the
+2-core development machine (2026-11-27, shared with other work at a load average of 6 to 13,
+two of them with ``stress-ng --cpu 4`` on top) gave bare 92,360 to 92,367 instructions per
+request, toy-httptools/bare 1.1893 to 1.1912 (0.16 %), toy-raw/bare 1.3128 to 1.3157
+(0.22 %), toy-h11/bare 5.7856 to 5.7884 (0.05 %). Between checkouts, and between
+environments of different sizes, the same code counts further apart, because memory layout
+moves (bench/instructions.py says what still moves a count): toy-h11 counted 1k to 2.5k
+apart with only the environment's size changed (0.2 to 0.5 %), and a clean clone in another
+folder counted toy-httptools/bare 1.0968 against 1.0853 from the development checkout, of
+which 73 instructions a request (0.07 %) were a real change: a 1 % margin failed it. 2 %
+is twice the largest of those. A change that costs 2 % of a toy server's instructions (2k
+of toy-httptools' 101k) fails it.
 
 The baselines are ``tests/instruction_baselines.json``. After a deliberate change (or on
 another machine or Python build), regenerate them with one command::
@@ -50,7 +54,7 @@ SERVERS = ("toy-httptools", "toy-raw", "toy-h11")
 #: 2000 requests, and toy-h11 takes ~10 ms a request under callgrind.
 REQUESTS = 300
 #: How far above its baseline a ratio may go (see the module docstring).
-MARGIN = 0.01
+MARGIN = 0.02
 APP = "apps.asgi_user:app"
 HOST = "127.0.0.1"
 
