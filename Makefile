@@ -133,9 +133,10 @@ TEST_JOBS ?= 2
 # valgrind, for the instruction-count regression test (tests/test_instruction_counts.py): it
 # runs on Linux only, where the test must run; elsewhere that test skips.
 VALGRIND := $(if $(filter Linux,$(shell uname -s)),valgrind)
+# The run ends with its 25 slowest tests (--durations): where the 15 minutes go.
 test: $(STAMP)
 	@$(TOOLS) wrk curl chromium redis-server nginx haproxy $(VALGRIND)
-	$(PY) -m pytest -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist worksteal) $(ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist worksteal) --durations=25 $(ARGS)
 
 # The committed baselines of tests/test_instruction_counts.py (instructions per request of
 # each toy server over bare's), counted again on this machine. Run it after a deliberate
