@@ -33,23 +33,60 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None
                   ) -> None:
-    """Poll until ``host:port`` accepts a TCP connection.
+    """Poll until ``host:port`` accepts a TCP connection (given ``proc``: one that ``proc``'s
+    process tree listens for, see :data:`FOREIGN_GRACE`).
 
     Raises:
         TimeoutError: nothing accepted within ``timeout`` seconds.
-        ChildProcessError: ``proc`` exited first.
+        ChildProcessError: ``proc`` exited first (as it does when another process took its
+            port).
     """
     deadline = time.monotonic() + timeout
+    foreign_until: float | None = None  # how long an answer from another process is doubted
     while True:
         if proc is not None and proc.poll() is not None:
             raise ChildProcessError(f"exited with status {proc.returncode}")
         try:
             with socket.create_connection((host, port), timeout=0.5):
-                return
+                pass
         except OSError:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"nothing accepted on {host}:{port} in {timeout:g} s") from None
-            time.sleep(0.02)  # polling interval, not synchronisation
+        else:
+            # The port was free when picked, but another process (a test running beside this
+            # one) may have bound it first: then ``proc`` fails to bind and exits. Wait for
+            # ``proc``'s own listener, or its exit, a while (FOREIGN_GRACE); then take it.
+            if proc is None or listens(proc.pid, port):
+                return
+            now = time.monotonic()
+            foreign_until = foreign_until or now + FOREIGN_GRACE
+            if now >= foreign_until:
+                return
+        time.sleep(0.02)  # polling interval, not synchronisation
+
+
+#: Seconds :func:`wait_for_port` waits for the started process's own listener when the port
+#: answers but no process of its tree listens on it (then the process normally exits).
+FOREIGN_GRACE = 5.0
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` or one of its descendants has a TCP socket listening on
+    ``port`` (psutil; False once the process is gone)."""
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    for process in tree:
+        try:
+            sockets = process.net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if any(s.status == psutil.CONN_LISTEN and s.laddr and s.laddr.port == port
+               for s in sockets):
+            return True
+    return False
 
 
 def kill_tree(pid: int, grace: float = 5.0) -> None:

@@ -34,7 +34,7 @@ from bench.layers import (
 from bench.layers_report import HEADERS, how_it_ran, table_cells, write_outputs
 from bench.loadgen import RunSummary
 from bench.machine import usable_cpus
-from bench.process import ServerProcess, free_port
+from bench.process import ServerProcess, ServerStartError, free_port
 from bench.rounds import Measurement, RssSampler, Run
 from bench.stats import SPREAD_LIMIT, comparison_columns, paired, summarize, us_per_request
 from bench.wrk import POST_JSON, WrkError, parse_summary, wrk_command
@@ -739,3 +739,18 @@ def test_wsgi_rows_smoke_on_toy_wsgi_and_gunicorn(tmp_path: Path,
     md = (tmp_path / "results.md").read_text()
     assert "| wsgi | toy-wsgi-gthread |" in md and "| flask | gunicorn |" in md
     assert "WSGI rows: one process each" in md
+
+
+def test_a_port_another_process_took_first_is_not_taken_for_the_servers() -> None:
+    """free_port's pick can be bound by a process running beside us before our server binds
+    it: the server then fails to start, and the port still answers. wait_for_port must say
+    the server exited, not that it is ready (a check request would reach the other one)."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        code = ("import socket, sys, time; s = socket.socket(); time.sleep(0.3); "
+                f"s.bind(('127.0.0.1', {port}))")  # the slow start-up, then the bind fails
+        with pytest.raises(ServerStartError, match="exited"):
+            with ServerProcess([sys.executable, "-c", code], port=port, startup_timeout=10):
+                pass
