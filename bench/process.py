@@ -31,6 +31,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def process_tree(pid: int) -> list[psutil.Process]:
+    """Process ``pid`` and all its descendants (granian's and gunicorn's workers), or [] once
+    it is gone."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None
                   ) -> None:
     """Poll until ``host:port`` accepts a TCP connection (given ``proc``: one that ``proc``'s
@@ -73,12 +83,7 @@ FOREIGN_GRACE = 5.0
 def listens(pid: int, port: int) -> bool:
     """Whether process ``pid`` or one of its descendants has a TCP socket listening on
     ``port`` (psutil; False once the process is gone)."""
-    try:
-        root = psutil.Process(pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return False
-    for process in tree:
+    for process in process_tree(pid):
         try:
             sockets = process.net_connections(kind="tcp")
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -91,11 +96,7 @@ def listens(pid: int, port: int) -> bool:
 
 def kill_tree(pid: int, grace: float = 5.0) -> None:
     """SIGTERM ``pid`` and its descendants; SIGKILL what is still alive after ``grace`` seconds."""
-    try:
-        parent = psutil.Process(pid)
-        procs = [parent, *parent.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
+    procs = process_tree(pid)
     for proc in procs:
         try:
             proc.send_signal(signal.SIGTERM)
@@ -112,13 +113,8 @@ def kill_tree(pid: int, grace: float = 5.0) -> None:
 
 def tree_rss(pid: int) -> int:
     """Resident set size of ``pid`` and all its descendants, bytes (0 if it is gone)."""
-    try:
-        parent = psutil.Process(pid)
-        procs = [parent, *parent.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
     total = 0
-    for proc in procs:
+    for proc in process_tree(pid):
         try:
             total += proc.memory_info().rss
         except psutil.NoSuchProcess:
@@ -129,13 +125,8 @@ def tree_rss(pid: int) -> int:
 def tree_cpu_seconds(pid: int) -> float:
     """User plus system CPU time of ``pid`` and all its descendants, seconds (0.0 if it is
     gone); the children it has already reaped count too (a worker that was recycled)."""
-    try:
-        parent = psutil.Process(pid)
-        procs = [parent, *parent.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0.0
     total = 0.0
-    for proc in procs:
+    for proc in process_tree(pid):
         try:
             times = proc.cpu_times()
         except psutil.NoSuchProcess:

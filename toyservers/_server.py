@@ -155,9 +155,7 @@ async def serve_protocol(
                 connection.shutdown()
             except Exception:  # one connection's bug must not keep the rest (and lifespan) up
                 logger.exception("shutting down %r failed; aborting it", connection)
-                transport = getattr(connection, "transport", None)
-                if transport is not None:
-                    transport.abort()
+                _abort(connection)
         if own:
             release(config.uds)
         await _drain(state, config.timeout_graceful_shutdown, force_exit)
@@ -217,6 +215,13 @@ class ProxyProtocolReader(asyncio.Protocol):
             self.timer.cancel()
 
 
+def _abort(connection: Any) -> None:
+    """Close ``connection`` at once, dropping what its transport still holds (if it has one)."""
+    transport = getattr(connection, "transport", None)
+    if transport is not None:
+        transport.abort()
+
+
 async def _drain(state: ServerState, timeout: float | None, force_exit: asyncio.Event
                  ) -> None:
     """Wait for connections to close and tasks to end; past ``timeout`` seconds, or once
@@ -229,9 +234,7 @@ async def _drain(state: ServerState, timeout: float | None, force_exit: asyncio.
             for task in list(state.tasks):
                 task.cancel()
             for connection in list(state.connections):
-                transport = getattr(connection, "transport", None)
-                if transport is not None:
-                    transport.abort()
+                _abort(connection)
             with contextlib.suppress(BaseException):
                 await asyncio.gather(*state.tasks, return_exceptions=True)
             return
